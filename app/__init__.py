@@ -1,0 +1,1 @@
+"""Prefill & Decode Lab: the Streamlit UI (thin: the engine lives in `core`)."""

@@ -1,0 +1,124 @@
+"""Command line for the engine: prepare the model, generate a trace, estimate, calibrate, benchmark.
+
+Progress and diagnostics go to stderr; stdout carries only the result (one JSON line with --json),
+so the output can be piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _progress_to_stderr(fraction: float, message: str) -> None:
+    print(f"[{fraction * 100:5.1f}%] {message}", file=sys.stderr, flush=True)
+
+
+def _load(args):
+    from core import model as model_mod
+
+    if getattr(args, "model_dir", None):
+        return model_mod.load_local(Path(args.model_dir))
+    if getattr(args, "model", None):
+        return model_mod.load_hub(args.model)
+    return model_mod.load_default(_progress_to_stderr)
+
+
+def cmd_prepare(args) -> int:
+    import resource
+    import time
+
+    from core import prepare
+
+    start = time.perf_counter()
+    folder = prepare.ensure_prepared(_progress_to_stderr)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"prepared: {folder} ({time.perf_counter() - start:.1f} s, peak RSS {peak_mb:.0f} MB)")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from core.runner import GenerationSettings, generate_trace
+
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+        top_p=args.top_p, seed=args.seed, chat=args.chat, cache=args.cache, batch=args.batch,
+        stop_on_eos=not args.ignore_eos, record_kv_norms=not args.no_kv_norms).validated()
+    loaded = _load(args)
+    annotate = None
+    try:
+        from core.predictor import default_annotator
+
+        annotate = default_annotator(loaded, settings)
+    except ImportError:
+        pass
+    if args.json:
+        trace = generate_trace(loaded, args.prompt, settings, annotate=annotate)
+        print(trace.to_json())
+    else:
+        def show(event) -> None:
+            print(event.token_text, end="", flush=True)
+
+        trace = generate_trace(loaded, args.prompt, settings, annotate=annotate, on_event=show)
+        print()
+        ttft = trace.events[0].latency_ms
+        decode = [e.latency_ms for e in trace.events[1:]]
+        tpot = f"{sum(decode) / len(decode):.1f} ms" if decode else "n/a"
+        print(f"[{loaded.info.id} · {loaded.info.weights_source} · {len(trace.prompt_token_ids)} prompt "
+              f"tokens · TTFT {ttft:.1f} ms · TPOT {tpot} · stop: {trace.stop_reason}]", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m core", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("prepare", help="prepare the embedded SmolLM2 model (one-time conversion)")
+    p.set_defaults(func=cmd_prepare)
+
+    g = sub.add_parser("generate", help="run the real model and print the text (or the trace as JSON)")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--max-new-tokens", type=int, default=32)
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--json", action="store_true", help="print the run's trace as one JSON line")
+    g.add_argument("--cache", choices=["dynamic", "static", "none"], default="dynamic")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--batch", type=int, default=1)
+    g.add_argument("--ignore-eos", action="store_true", help="keep going past the end-of-text token")
+    g.add_argument("--no-kv-norms", action="store_true", help="leave per-vector norms out of the trace")
+    g.add_argument("--model-dir", help="a local transformers model folder (safetensors only)")
+    g.add_argument("--model", help="a Hugging Face model id (needs the network)")
+    g.set_defaults(func=cmd_generate)
+
+    _add_optional_commands(sub)
+    return parser
+
+
+def _add_optional_commands(sub) -> None:
+    """Commands whose modules may add their own sub-parsers (estimate, calibrate, bench)."""
+    for module_name in ("core.estimate_cli", "core.calibrate", "core.bench"):
+        try:
+            module = __import__(module_name, fromlist=["add_parser"])
+        except ImportError:
+            continue
+        if hasattr(module, "add_parser"):
+            module.add_parser(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.model import ModelLoadError
+    from core.prepare import ModelUnavailable
+    from core.runner import SettingsError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ModelLoadError, ModelUnavailable, SettingsError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

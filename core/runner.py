@@ -1,0 +1,289 @@
+"""Instrumented generation: prefill once, then one token per forward, yielding one event per forward.
+
+The loop is what `model.generate` does (prefill with logits for the last position only, then
+decode with the cache), written out so every forward can be timed and the real cache tensors
+read after it. Only the forward and the token choice sit inside the timed region; reading the
+cache and decoding text happen outside it, so instrumentation does not slow the measurement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from core.model import LoadedModel
+from core.trace import Event, Trace
+
+CACHE_MODES = ("dynamic", "static", "none")
+NO_CACHE_MAX_NEW_TOKENS = 32  # without a cache every step recomputes the whole sequence: quadratic
+MAX_BATCH = 64
+
+
+class SettingsError(ValueError):
+    """A generation setting is out of range; the message says which and the allowed range."""
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_new_tokens: int = 48
+    temperature: float = 0.0  # 0 means greedy
+    top_k: int = 0  # 0 means off
+    top_p: float = 1.0
+    seed: int = 0
+    chat: bool = True
+    cache: str = "dynamic"
+    batch: int = 1
+    stop_on_eos: bool = True
+    record_kv_norms: bool = True
+
+    def validated(self) -> GenerationSettings:
+        """Raise SettingsError for a value no run can use; return settings with caps applied."""
+        if not 1 <= self.max_new_tokens <= 4096:
+            raise SettingsError("max_new_tokens must be between 1 and 4096")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise SettingsError("temperature must be between 0 and 5 (0 is greedy)")
+        if not 0 <= self.top_k <= 100_000:
+            raise SettingsError("top_k must be between 0 (off) and 100000")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError("top_p must be in (0, 1]")
+        if not 0 <= self.seed < 2**63:
+            raise SettingsError("seed must be a non-negative integer")
+        if self.cache not in CACHE_MODES:
+            raise SettingsError(f"cache must be one of {', '.join(CACHE_MODES)}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise SettingsError(f"batch must be between 1 and {MAX_BATCH}")
+        if self.cache == "none" and self.max_new_tokens > NO_CACHE_MAX_NEW_TOKENS:
+            return GenerationSettings(**{**asdict(self), "max_new_tokens": NO_CACHE_MAX_NEW_TOKENS})
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class TokenTexts:
+    """Turns generated ids into per-token text whose concatenation is exactly the decoded text.
+
+    A byte-level token can end inside a multi-byte character; its text is held back (empty) until
+    the character completes, and the last token flushes whatever is left.
+    """
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._emitted = ""
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def push(self, token_id: int, final: bool = False) -> str:
+        self._ids.append(token_id)
+        full = self._decode(self._ids)
+        if not final and (full.endswith("\ufffd") or not full.startswith(self._emitted)):
+            return ""
+        if not full.startswith(self._emitted):
+            # Decoding was not prefix-stable; give the whole remainder to the last token.
+            piece = full[len(self._emitted):] if len(full) >= len(self._emitted) else ""
+        else:
+            piece = full[len(self._emitted):]
+        self._emitted += piece
+        return piece
+
+    @property
+    def text(self) -> str:
+        return self._emitted
+
+
+def encode_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> list[int]:
+    """Token ids of the prompt, through the model's chat template when `chat` is on and one exists."""
+    tok = loaded.tokenizer
+    if chat and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                      tokenize=True, return_dict=False)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+    return [int(i) for i in tok(prompt, add_special_tokens=True)["input_ids"]]
+
+
+def _make_cache(loaded: LoadedModel, mode: str, max_len: int):
+    from transformers import DynamicCache, StaticCache
+
+    if mode == "dynamic":
+        return DynamicCache(config=loaded.config)
+    if mode == "static":
+        return StaticCache(config=loaded.config, max_cache_len=max_len)
+    return None
+
+
+def _cache_view(cache) -> tuple[int, list[dict[str, list[int]]], int, int | None, list]:
+    """Sequence length, per-layer shapes, filled bytes, allocated bytes and layer tensors."""
+    if cache is None:
+        return 0, [], 0, None, []
+    seq = int(cache.get_seq_length())
+    shapes, layers, filled, allocated = [], [], 0, 0
+    for layer in cache.layers:
+        keys, values = layer.keys, layer.values
+        shapes.append({"key": list(keys.shape), "value": list(values.shape)})
+        layers.append((keys, values))
+        per_pos = keys.element_size() * keys.shape[0] * keys.shape[1] * keys.shape[3]
+        per_pos += values.element_size() * values.shape[0] * values.shape[1] * values.shape[3]
+        filled += per_pos * seq
+        allocated += keys.numel() * keys.element_size() + values.numel() * values.element_size()
+    static = any(type(layer).__name__.startswith("Static") for layer in cache.layers)
+    return seq, shapes, filled, (allocated if static else None), layers
+
+
+def _kv_norms(layers: list, first: int, last: int) -> dict[str, list]:
+    """L2 norm of each new key and value vector, per layer and KV head, for batch row 0."""
+    keys = [[[round(float(x), 3) for x in head] for head in k[0, :, first:last, :].norm(dim=-1)]
+            for k, _ in layers]
+    values = [[[round(float(x), 3) for x in head] for head in v[0, :, first:last, :].norm(dim=-1)]
+              for _, v in layers]
+    return {"key": keys, "value": values}
+
+
+def _choose(logits, settings: GenerationSettings, generator):
+    """Next token for each batch row from last-position logits (greedy when temperature is 0)."""
+    import torch
+
+    if settings.temperature == 0.0:
+        return logits.argmax(dim=-1)
+    scores = logits.float() / settings.temperature
+    if settings.top_k:
+        k = min(settings.top_k, scores.shape[-1])
+        kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if settings.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative - sorted_scores.softmax(dim=-1) >= settings.top_p  # keep the first past p
+        sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+        scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+    probs = scores.softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+Annotator = Callable[[Event, int, int, int], None]
+
+
+def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings,
+        should_stop: Callable[[], bool] | None = None,
+        annotate: Annotator | None = None) -> Iterator[Event]:
+    """Yield one Event per forward pass. Stops on EOS, max tokens, or `should_stop()` between forwards.
+
+    `annotate(event, n_new, n_cached, batch)` may add cost and prediction fields to each event
+    (core.predictor provides one); it runs outside the timed region.
+    """
+    import torch
+
+    settings = settings.validated()
+    if not prompt_ids:
+        raise SettingsError("the prompt is empty: type at least one token")
+    window = loaded.context_window
+    if len(prompt_ids) + settings.max_new_tokens > window:
+        raise SettingsError(
+            f"prompt ({len(prompt_ids)} tokens) + max new tokens ({settings.max_new_tokens}) exceeds "
+            f"the model's context window of {window} tokens")
+    model, device = loaded.model, loaded.model.device
+    eos = _eos_ids(loaded)
+    generator = torch.Generator(device="cpu").manual_seed(settings.seed)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    texts = TokenTexts(loaded.tokenizer)
+    total_len = len(prompt_ids) + settings.max_new_tokens
+    cache = _make_cache(loaded, settings.cache, total_len)
+    sequence = torch.tensor([prompt_ids] * settings.batch, dtype=torch.long, device=device)
+    next_input = sequence
+    n_cached = 0
+
+    with torch.inference_mode():
+        for step in range(settings.max_new_tokens):
+            if step and should_stop is not None and should_stop():
+                return
+            n_new = next_input.shape[1]
+            sync()
+            start = time.perf_counter()
+            if cache is None:
+                out = model(input_ids=sequence, use_cache=False, logits_to_keep=1)
+            else:
+                out = model(input_ids=next_input, cache=cache, use_cache=True, logits_to_keep=1)
+            # Sampling is per row but row 0's choice feeds every row, so a batch stays one prompt.
+            token = _choose(out.logits[:, -1, :], settings, generator)[:1]
+            token_id = int(token.item())
+            sync()
+            latency_ms = (time.perf_counter() - start) * 1000.0
+
+            is_last = step == settings.max_new_tokens - 1 or (settings.stop_on_eos and token_id in eos)
+            first = n_cached if cache is not None else 0
+            seq, shapes, filled, allocated, layers = _cache_view(cache)
+            event = Event(
+                phase="prefill" if step == 0 else "decode",
+                positions=[first, first + n_new] if cache is not None else [0, sequence.shape[1]],
+                token_id=token_id, token_text=texts.push(token_id, final=is_last),
+                latency_ms=round(latency_ms, 4), kv_seq_len=seq, kv_shapes=shapes, step=step,
+                kv_bytes=filled, kv_bytes_allocated=allocated,
+                kv_norms=_kv_norms(layers, first, first + n_new)
+                if (settings.record_kv_norms and layers) else None,
+            )
+            if annotate is not None:
+                annotate(event, n_new if cache is not None else sequence.shape[1],
+                         n_cached if cache is not None else 0, settings.batch)
+            yield event
+            if is_last:
+                return
+            n_cached += n_new
+            next_input = token.view(1, 1).expand(settings.batch, 1)
+            if cache is None:
+                sequence = torch.cat([sequence, next_input], dim=1)
+
+
+def _eos_ids(loaded: LoadedModel) -> set[int]:
+    ids = set()
+    for source in (loaded.model.generation_config, loaded.config):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if loaded.tokenizer.eos_token_id is not None:
+        ids.add(int(loaded.tokenizer.eos_token_id))
+    return ids
+
+
+def generate_trace(loaded: LoadedModel, prompt: str, settings: GenerationSettings,
+                   should_stop: Callable[[], bool] | None = None,
+                   annotate: Annotator | None = None,
+                   on_event: Callable[[Event], None] | None = None) -> Trace:
+    """Run a whole generation and return its trace (the CLI's `--json` output)."""
+    settings = settings.validated()
+    prompt_ids = encode_prompt(loaded, prompt, settings.chat)
+    trace = Trace(model=loaded.info.to_dict(), settings=settings.to_dict(), prompt_token_ids=prompt_ids,
+                  prompt_text=prompt, environment=environment())
+    for event in run(loaded, prompt_ids, settings, should_stop, annotate):
+        trace.events.append(event)
+        if on_event is not None:
+            on_event(event)
+    last = trace.events[-1] if trace.events else None
+    eos = _eos_ids(loaded)
+    if last is not None and settings.stop_on_eos and last.token_id in eos:
+        trace.stop_reason = "eos"
+    elif len(trace.events) >= settings.max_new_tokens:
+        trace.stop_reason = "max_new_tokens"
+    else:
+        trace.stop_reason = "cancelled"
+    # What was shown, token by token; equal to decoding the ids unless a cancel cut a character.
+    trace.generated_text = "".join(e.token_text for e in trace.events)
+    return trace
+
+
+def environment() -> dict[str, Any]:
+    """Library versions and threads: what an 'about this run' panel and a saved trace need."""
+    import platform
+
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "threads": torch.get_num_threads(),
+            "device": "cuda" if torch.cuda.is_available() else "cpu", "machine": platform.machine()}

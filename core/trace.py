@@ -1,0 +1,138 @@
+"""The trace of one run: what went in, and one event per forward pass. Saved and replayed as JSON.
+
+The key names are a public format (the CLI's `--json`, saved files, bundled traces): later
+versions add keys but never rename them. `version` is bumped only for a breaking change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TRACE_VERSION = 1
+MAX_TRACE_BYTES = 20 * 1024 * 1024
+PHASES = ("prefill", "decode")
+
+
+class TraceError(ValueError):
+    """A trace file could not be read; the message says what is wrong with it."""
+
+
+@dataclass
+class Event:
+    """One forward pass: the prefill (all prompt positions at once) or one decode step."""
+
+    phase: str
+    positions: list[int]
+    token_id: int
+    token_text: str
+    latency_ms: float
+    kv_seq_len: int
+    kv_shapes: list[dict[str, list[int]]]
+    step: int = 0
+    kv_bytes: int = 0
+    kv_bytes_allocated: int | None = None
+    predicted_ms: float | None = None
+    cost: dict[str, Any] | None = None
+    kv_norms: dict[str, list] | None = None
+
+    @property
+    def n_new(self) -> int:
+        return self.positions[1] - self.positions[0]
+
+
+@dataclass
+class Trace:
+    model: dict[str, Any]
+    settings: dict[str, Any]
+    prompt_token_ids: list[int]
+    events: list[Event] = field(default_factory=list)
+    generated_text: str = ""
+    prompt_text: str = ""
+    stop_reason: str | None = None
+    hardware: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
+    version: int = TRACE_VERSION
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return [e.token_id for e in self.events]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["events"] = [{k: v for k, v in asdict(e).items() if v is not None} for e in self.events]
+        return {k: v for k, v in data.items() if v is not None}
+
+    def to_json(self, indent: int | None = None) -> str:
+        # allow_nan=False: NaN is not JSON, and a trace must load in any reader.
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False,
+                          separators=None if indent else (",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        return _parse(data)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        if len(text) > MAX_TRACE_BYTES:
+            raise TraceError(f"trace is {len(text) / 1e6:.1f} MB, over the {MAX_TRACE_BYTES / 1e6:.0f} MB limit")
+        try:
+            data = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise TraceError(f"not valid JSON ({exc}); the file may be truncated") from exc
+        return _parse(data)
+
+
+_EVENT_REQUIRED = {"phase": str, "positions": list, "token_id": int, "token_text": str,
+                   "latency_ms": (int, float), "kv_seq_len": int, "kv_shapes": list}
+_EVENT_OPTIONAL = {"step": int, "kv_bytes": int, "kv_bytes_allocated": int,
+                   "predicted_ms": (int, float), "cost": dict, "kv_norms": dict}
+
+
+def _check_type(where: str, key: str, value: Any, kind) -> None:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TraceError(f"{where}: '{key}' has the wrong type ({type(value).__name__})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TraceError(f"{where}: '{key}' is not a finite number")
+
+
+def _parse(data: Any) -> Trace:
+    if not isinstance(data, dict):
+        raise TraceError("a trace is a JSON object")
+    version = data.get("version")
+    if version != TRACE_VERSION:
+        raise TraceError(f"trace version {version!r} is not supported (this app reads version {TRACE_VERSION})")
+    for key, kind in (("model", dict), ("settings", dict), ("prompt_token_ids", list), ("events", list)):
+        if key not in data:
+            raise TraceError(f"trace has no '{key}'")
+        _check_type("trace", key, data[key], kind)
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in data["prompt_token_ids"]):
+        raise TraceError("prompt_token_ids must be integers")
+    events = []
+    for i, raw in enumerate(data["events"]):
+        where = f"event {i}"
+        if not isinstance(raw, dict):
+            raise TraceError(f"{where} is not an object")
+        for key, kind in _EVENT_REQUIRED.items():
+            if key not in raw:
+                raise TraceError(f"{where} has no '{key}'")
+            _check_type(where, key, raw[key], kind)
+        for key, kind in _EVENT_OPTIONAL.items():
+            if raw.get(key) is not None:
+                _check_type(where, key, raw[key], kind)
+        if raw["phase"] not in PHASES:
+            raise TraceError(f"{where}: unknown phase {raw['phase']!r}")
+        pos = raw["positions"]
+        if len(pos) != 2 or not all(isinstance(p, int) for p in pos) or not 0 <= pos[0] <= pos[1]:
+            raise TraceError(f"{where}: positions must be [first, last+1)")
+        known = {k: raw[k] for k in (*_EVENT_REQUIRED, *_EVENT_OPTIONAL) if k in raw}
+        events.append(Event(**known))
+    return Trace(
+        model=data["model"], settings=data["settings"], prompt_token_ids=data["prompt_token_ids"],
+        events=events, generated_text=str(data.get("generated_text", "")),
+        prompt_text=str(data.get("prompt_text", "")), stop_reason=data.get("stop_reason"),
+        hardware=data.get("hardware") if isinstance(data.get("hardware"), dict) else None,
+        environment=data.get("environment") if isinstance(data.get("environment"), dict) else None,
+    )

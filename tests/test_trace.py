@@ -1,0 +1,58 @@
+"""The trace format: round trip, and clear errors for malformed files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.runner import GenerationSettings, generate_trace
+from core.trace import MAX_TRACE_BYTES, Trace, TraceError
+
+
+@pytest.fixture(scope="module")
+def trace(tiny_model):
+    return generate_trace(tiny_model, "round trip ✓", GenerationSettings(max_new_tokens=6, chat=False,
+                                                                         stop_on_eos=False))
+
+
+def test_round_trip_keeps_every_event(trace):
+    again = Trace.from_json(trace.to_json())
+    assert again.to_dict() == trace.to_dict()
+    assert [e.token_text for e in again.events] == [e.token_text for e in trace.events]
+
+
+def test_json_is_one_line_with_the_public_keys(trace):
+    text = trace.to_json()
+    assert "\n" not in text
+    data = json.loads(text)
+    for key in ("version", "model", "settings", "prompt_token_ids", "generated_text", "events"):
+        assert key in data
+    for key in ("phase", "positions", "token_id", "token_text", "latency_ms", "kv_seq_len", "kv_shapes"):
+        assert key in data["events"][0]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(version=99), "version"),
+    (lambda d: d.pop("events"), "events"),
+    (lambda d: d["events"][0].update(phase="middle"), "phase"),
+    (lambda d: d["events"][0].update(positions=[3, 1]), "positions"),
+    (lambda d: d["events"][0].update(latency_ms="fast"), "latency_ms"),
+    (lambda d: d["events"][0].pop("token_id"), "token_id"),
+    (lambda d: d.update(prompt_token_ids=["a"]), "prompt_token_ids"),
+])
+def test_malformed_traces_are_rejected_with_a_reason(trace, mutate, message):
+    data = json.loads(trace.to_json())
+    mutate(data)
+    with pytest.raises(TraceError, match=message):
+        Trace.from_json(json.dumps(data))
+
+
+def test_truncated_and_oversized_files(trace):
+    text = trace.to_json()
+    with pytest.raises(TraceError, match="truncated"):
+        Trace.from_json(text[: len(text) // 2])
+    with pytest.raises(TraceError, match="limit"):
+        Trace.from_json(" " * (MAX_TRACE_BYTES + 1))
+    with pytest.raises(TraceError):
+        Trace.from_json("[1, 2]")
