@@ -70,6 +70,41 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    """Measure this machine, then fit the predictor on the default model's train split."""
+    import json
+
+    from core import calibrate, fitdata, predictor
+    from core.spec import spec_from_config
+
+    cal = calibrate.calibrate(force=True, quick=args.quick)
+    result = {"calibration": cal.to_dict()}
+    if not args.no_fit:
+        loaded = _load(args)
+        spec = spec_from_config(loaded.config)
+        base = predictor.host_predictor(spec, loaded.info.dtype, calibration=cal, use_fit=False)
+        rows = fitdata.measure_split(loaded, "train")
+        fitted = predictor.fit(base, fitdata.samples(rows), label="train split")
+        predictor.save_fit(fitted, spec)
+        result["predictor"] = fitted.describe()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(json.dumps(result, indent=1))
+    return 0
+
+
+def cmd_estimate(args) -> int:
+    import json
+
+    from core.estimate import estimate_run
+
+    result = estimate_run(args.model, args.hardware, args.prompt_len, args.gen_len, args.batch,
+                          args.dtype, args.kv_dtype)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,19 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model", help="a Hugging Face model id (needs the network)")
     g.set_defaults(func=cmd_generate)
 
-    _add_optional_commands(sub)
+    c = sub.add_parser("calibrate", help="measure this machine and fit the latency predictor")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--quick", action="store_true", help="smaller microbenchmarks (less accurate)")
+    c.add_argument("--no-fit", action="store_true", help="microbenchmarks only, no model runs")
+    c.set_defaults(func=cmd_calibrate, model=None, model_dir=None)
+
+    e = sub.add_parser("estimate", help="cost model and predicted time, without running a model")
+    e.add_argument("--model", required=True, help="a model preset name or a config.json path")
+    e.add_argument("--hardware", required=True, help="a hardware preset name, or 'host'")
+    e.add_argument("--prompt-len", type=int, required=True)
+    e.add_argument("--gen-len", type=int, required=True, help="generated tokens (the first from prefill)")
+    e.add_argument("--batch", type=int, default=1)
+    e.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+    e.add_argument("--kv-dtype", default=None, choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_estimate)
+
+    from core import bench
+
+    bench.add_parser(sub)
     return parser
-
-
-def _add_optional_commands(sub) -> None:
-    """Commands whose modules may add their own sub-parsers (estimate, calibrate, bench)."""
-    for module_name in ("core.estimate_cli", "core.calibrate", "core.bench"):
-        try:
-            module = __import__(module_name, fromlist=["add_parser"])
-        except ImportError:
-            continue
-        if hasattr(module, "add_parser"):
-            module.add_parser(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,7 +165,9 @@ def _choose(logits, settings: GenerationSettings, generator):
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-Annotator = Callable[[Event, int, int, int], None]
+# annotate(event, n_new, n_cached, batch, attn_len): attn_len is the static cache's allocated
+# length (attention spans all of it), None otherwise.
+Annotator = Callable[[Event, int, int, int, "int | None"], None]
 
 
 def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings,
@@ -173,8 +175,8 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
         annotate: Annotator | None = None) -> Iterator[Event]:
     """Yield one Event per forward pass. Stops on EOS, max tokens, or `should_stop()` between forwards.
 
-    `annotate(event, n_new, n_cached, batch)` may add cost and prediction fields to each event
-    (core.predictor provides one); it runs outside the timed region.
+    `annotate(event, n_new, n_cached, batch, attn_len)` may add cost and prediction fields to each
+    event (core.predictor provides one); it runs outside the timed region.
     """
     import torch
 
@@ -228,7 +230,8 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
             )
             if annotate is not None:
                 annotate(event, n_new if cache is not None else sequence.shape[1],
-                         n_cached if cache is not None else 0, settings.batch)
+                         n_cached if cache is not None else 0, settings.batch,
+                         total_len if settings.cache == "static" else None)
             yield event
             if is_last:
                 return

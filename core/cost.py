@@ -1,0 +1,249 @@
+"""Analytic FLOPs and bytes of one forward pass: prefill and decode are the same function.
+
+A forward runs `n_new` new tokens per sequence over `n_cached` cached ones, for `batch` sequences.
+Prefill is `forward_cost(spec, prompt_len, 0)`; a decode step is `forward_cost(spec, 1, context)`.
+Keeping one function means the two phases can only differ through their arguments, which is the
+point the app teaches: same weights, same arithmetic per token, very different reuse.
+
+Conventions (they match `torch.utils.flop_counter.FlopCounterMode` under eager attention):
+- a multiply-add is 2 FLOPs; bias adds, norms, softmax, activations and rotary are not counted;
+- attention scores (QK^T and attention x V) are counted over the full rectangle n_new x attn_len,
+  masked half included, because eager kernels compute it; `flops_attn_causal` gives the causal
+  (useful) part for comparison;
+- bytes are a lower bound of memory traffic: each weight matrix once per forward, the cache
+  read and written once, and the inputs/outputs of linear layers once each. The eager attention
+  score matrix is not counted (fused kernels never materialise it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
+from core.spec import ModelSpec
+
+FLOP_PARTS = ("attn_proj", "attn_scores", "mlp", "lm_head")
+BYTE_PARTS = ("weights", "kv_read", "kv_write", "activations")
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """FLOPs and bytes of one forward. `flops` and `bytes` are keyed by part, plus "total"."""
+
+    n_new: int
+    n_cached: int
+    batch: int
+    flops: dict[str, int]
+    flops_attn_causal: int
+    bytes: dict[str, int]
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte moved: compare with the hardware's ridge point."""
+        return self.flops["total"] / self.bytes["total"] if self.bytes["total"] else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_new": self.n_new, "n_cached": self.n_cached, "batch": self.batch,
+            "flops": dict(self.flops), "flops_attn_causal": self.flops_attn_causal,
+            "bytes": dict(self.bytes), "intensity": self.intensity,
+        }
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _dtypes(weight_dtype: str, act_dtype: str | None, kv_dtype: str | None) -> tuple[str, str, str]:
+    w = normalize_dtype(weight_dtype)
+    companion = default_companion_dtype(w)
+    a = normalize_dtype(act_dtype) if act_dtype is not None else companion
+    kv = normalize_dtype(kv_dtype) if kv_dtype is not None else companion
+    return w, a, kv
+
+
+def _causal_positions(n_new: int, n_cached: int, window: int | None) -> int:
+    """Sum over new tokens i = 1..n_new of the keys it may see: n_cached + i, at most `window`."""
+    first, last = n_cached + 1, n_cached + n_new
+    if window is None or last <= window:
+        return (first + last) * n_new // 2
+    if first > window:
+        return window * n_new
+    return (first + window) * (window - first + 1) // 2 + (last - window) * window
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "fp32") -> int:
+    """KV cache bytes of one token of one sequence: 2 (K and V) x layers x KV heads x head_dim.
+
+    KV heads, not query heads: grouped- and multi-query attention exist to shrink exactly this.
+    """
+    return nbytes(2 * spec.n_layers * spec.kv_dim, kv_dtype)
+
+
+def kv_cache_bytes(spec: ModelSpec, seq_len: int, batch: int = 1, kv_dtype: str = "fp32") -> int:
+    """Bytes a transformers DynamicCache holds for `seq_len` positions: sliding-window layers keep
+    only their last `window - 1` positions."""
+    _check_int(seq_len, "seq_len", 0)
+    _check_int(batch, "batch", 1)
+    held = spec.n_full_layers * seq_len
+    if spec.sliding_window is not None:
+        held += spec.n_sliding_layers * min(seq_len, spec.sliding_window - 1)
+    return nbytes(2 * spec.kv_dim * held * batch, kv_dtype)
+
+
+def forward_cost(spec: ModelSpec, n_new: int, n_cached: int, batch: int = 1, *,
+                 weight_dtype: str = "fp32", act_dtype: str | None = None, kv_dtype: str | None = None,
+                 lm_head_tokens: int | None = None, attn_len: int | None = None) -> ForwardCost:
+    """FLOPs and bytes of one forward of `n_new` tokens over `n_cached` cached ones, for `batch` rows.
+
+    lm_head_tokens: positions per sequence the LM head runs on. Default 1, what the runner and
+        `generate` do (logits_to_keep=1); pass n_new to describe a plain forward, which computes
+        logits for every position.
+    attn_len: key positions each new token's attention covers. Default n_cached + n_new (a dynamic
+        cache); a static cache attends over its whole allocated length, so pass that length.
+    act_dtype / kv_dtype: default to weight_dtype, except bf16 for fp8/int8/int4 weights.
+    """
+    _check_int(n_new, "n_new", 1)
+    _check_int(n_cached, "n_cached", 0)
+    _check_int(batch, "batch", 1)
+    lm_tokens = 1 if lm_head_tokens is None else _check_int(lm_head_tokens, "lm_head_tokens", 0)
+    if lm_tokens > n_new:
+        raise ValueError(f"lm_head_tokens ({lm_tokens}) cannot exceed n_new ({n_new})")
+    if attn_len is not None and _check_int(attn_len, "attn_len", 1) < n_cached + n_new:
+        raise ValueError(f"attn_len ({attn_len}) is shorter than n_cached + n_new ({n_cached + n_new})")
+    w_dt, a_dt, kv_dt = _dtypes(weight_dtype, act_dtype, kv_dtype)
+
+    s, b = spec, batch
+    tokens = n_new * b
+    qkv_out = s.q_dim + 2 * s.kv_dim
+
+    # Attention span per layer group: full-attention layers and sliding-window layers differ.
+    groups = [(s.n_full_layers, None)]
+    if s.sliding_window is not None:
+        groups.append((s.n_sliding_layers, s.sliding_window))
+    span_sum = causal_sum = held_sum = 0  # summed over layers
+    for count, window in groups:
+        if attn_len is None:
+            # transformers' sliding cache keeps window - 1 past positions, then appends the new ones
+            held = n_cached if window is None else min(n_cached, window - 1)
+            span = held + n_new
+        else:
+            span = attn_len if window is None else max(min(attn_len, window), n_new)
+            held = span - n_new
+        span_sum += count * span
+        held_sum += count * held
+        causal_sum += count * _causal_positions(n_new, n_cached, window)
+
+    # Two matmuls (scores, weighted sum) of h x d_h per (query, key) pair, 2 FLOPs per multiply-add.
+    per_pair = 2 * 2 * s.n_heads * s.head_dim
+    flops = {
+        "attn_proj": 2 * tokens * s.attn_matrix_params,
+        "attn_scores": per_pair * n_new * b * span_sum,
+        "mlp": 2 * tokens * s.mlp_matrix_params,
+        "lm_head": 2 * lm_tokens * b * s.hidden * s.vocab,
+    }
+    flops["total"] = sum(flops.values())
+
+    # Weights: each matrix once per forward, whatever the batch; of an embedding table only the
+    # rows looked up, unless the LM head (tied or not) reads a whole vocab x hidden matrix anyway.
+    runs_head = lm_tokens > 0
+    matrix_elems = s.attn_matrix_params + s.mlp_matrix_params
+    if runs_head:
+        matrix_elems += s.vocab * s.hidden
+    if not (s.tied_embeddings and runs_head):
+        matrix_elems += min(tokens, s.vocab) * s.hidden
+    if s.learned_pos_emb:
+        matrix_elems += min(n_new, s.max_positions) * s.hidden  # positions are shared by the batch
+    # Biases and norm weights are small vectors a quantised checkpoint keeps in a float type.
+    vector_elems = s.attn_bias_params + s.mlp_bias_params + s.params_norm
+
+    # Activations: each linear's input read once (a fused group reads it once) and output written.
+    per_token_layer = (s.hidden + qkv_out) + (s.q_dim + s.hidden)  # qkv projection, output projection
+    per_token_layer += (s.hidden + s.mlp_in_matrices * s.mlp_width) + (s.mlp_width + s.hidden)
+    act_elems = tokens * s.n_layers * per_token_layer + lm_tokens * b * (s.hidden + s.vocab)
+
+    nbytes_ = {
+        "weights": nbytes(matrix_elems, w_dt) + nbytes(vector_elems, a_dt),
+        "kv_read": nbytes(2 * s.kv_dim * held_sum * b, kv_dt),
+        "kv_write": nbytes(2 * s.kv_dim * s.n_layers * tokens, kv_dt),
+        "activations": nbytes(act_elems, a_dt),
+    }
+    nbytes_["total"] = sum(nbytes_.values())
+    return ForwardCost(n_new=n_new, n_cached=n_cached, batch=batch, flops=flops,
+                       flops_attn_causal=2 * 2 * s.n_heads * s.head_dim * b * causal_sum, bytes=nbytes_)
+
+
+def _flat(cost: ForwardCost) -> list[int]:
+    return [cost.flops[k] for k in FLOP_PARTS] + [cost.bytes[k] for k in BYTE_PARTS]
+
+
+def _sum_decode(spec: ModelSpec, first: int, last: int, batch: int, kwargs: dict[str, Any]) -> list[int]:
+    """Exact sum of decode-step costs for n_cached = first..last (inclusive).
+
+    A decode step's cost is affine in n_cached between breakpoints (a sliding window stops the
+    growth at window - 1), so each affine piece sums in closed form: N f(a) + slope N(N-1)/2.
+    This equals summing forward_cost step by step, without pricing every step at the final length.
+    """
+    total = [0] * (len(FLOP_PARTS) + len(BYTE_PARTS))
+    if last < first:
+        return total
+    cuts = sorted({spec.sliding_window - 1} if spec.sliding_window is not None else set())
+    pieces, start = [], first
+    for cut in cuts:
+        if start <= cut < last:
+            pieces.append((start, cut))
+            start = cut + 1
+    pieces.append((start, last))
+    for a, z in pieces:
+        n = z - a + 1
+        f_a = _flat(forward_cost(spec, 1, a, batch, **kwargs))
+        if n == 1:
+            slope = [0] * len(f_a)
+        else:
+            f_next = _flat(forward_cost(spec, 1, a + 1, batch, **kwargs))
+            slope = [y - x for x, y in zip(f_a, f_next, strict=True)]
+        total = [t + n * x + m * n * (n - 1) // 2 for t, x, m in zip(total, f_a, slope, strict=True)]
+    return total
+
+
+def _phase(values: list[int]) -> dict[str, Any]:
+    flops = dict(zip(FLOP_PARTS, values[:len(FLOP_PARTS)], strict=True))
+    nb = dict(zip(BYTE_PARTS, values[len(FLOP_PARTS):], strict=True))
+    nb["total"] = sum(nb.values())
+    return {"flops": sum(flops.values()), "flops_by_part": flops, "bytes": nb}
+
+
+def estimate(spec: ModelSpec, prompt_len: int, gen_len: int, batch: int = 1, dtype: str = "fp32",
+             kv_dtype: str | None = None, *, act_dtype: str | None = None,
+             static_cache_len: int | None = None) -> dict[str, Any]:
+    """FLOPs and bytes of a whole generation: one prefill, then gen_len - 1 decode steps.
+
+    The prefill produces the first token; decode step i (1..gen_len-1) feeds token i back over a
+    cache of prompt_len + i - 1 positions, so the cache grows every step. The LM head runs on one
+    position per forward (logits_to_keep=1). `static_cache_len`: every forward attends over that
+    preallocated length instead. No time here: core.predictor turns these counts into seconds.
+    """
+    _check_int(prompt_len, "prompt_len", 1)
+    _check_int(gen_len, "gen_len", 1)
+    _check_int(batch, "batch", 1)
+    if static_cache_len is not None and static_cache_len < prompt_len + gen_len - 1:
+        raise ValueError(f"static_cache_len ({static_cache_len}) is shorter than prompt_len + gen_len - 1")
+    w_dt, a_dt, kv_dt = _dtypes(dtype, act_dtype, kv_dtype)
+    kwargs = {"weight_dtype": w_dt, "act_dtype": a_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1,
+              "attn_len": static_cache_len}
+    prefill = _phase(_flat(forward_cost(spec, prompt_len, 0, batch, **kwargs)))
+    prefill["n_tokens"] = prompt_len
+    decode = _phase(_sum_decode(spec, prompt_len, prompt_len + gen_len - 2, batch, kwargs))
+    decode["steps"] = gen_len - 1
+    return {
+        "params": spec.params_total,
+        "dtypes": {"weights": w_dt, "activations": a_dt, "kv": kv_dt},
+        "kv_bytes_per_token": kv_bytes_per_token(spec, kv_dt),
+        # the last generated token is never fed back, so it never enters the cache
+        "kv_bytes_final": kv_cache_bytes(spec, prompt_len + gen_len - 1, batch, kv_dt),
+        "prefill": prefill,
+        "decode": decode,
+    }

@@ -1,0 +1,120 @@
+"""Hardware specs for the roofline views: vendor presets from JSON, plus this machine, calibrated.
+
+Presets are data (assets/hardware/<name>.json) rather than code so a figure can be checked against
+its cited datasheet, and corrected, without reading Python. All peaks are DENSE (no structured
+sparsity): the sparse figures vendors print first are twice what a dense LLM matmul can reach.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOST = "host"
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
+
+# Names the rest of the code base uses for dtypes (torch names, "float32" from the runner settings).
+_DTYPE_ALIASES = {
+    "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
+    "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
+    "fp8": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
+    "int8": "int8", "torch.int8": "int8",
+}
+
+
+def assets_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "assets" / "hardware"
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One machine as the cost model sees it: capacity, bandwidth and dense peak rate per dtype.
+
+    `peak_flops[dtype]` is None where the hardware has no path for that dtype (A100 has no FP8).
+    int8 figures are integer ops/s (TOPS), kept under the same key so ridge() works uniformly.
+    `measured` is True only for the calibrated host; its `calibration` holds the raw measurement
+    (core.calibrate.Calibration.to_dict()), for the predictor's efficiency and overhead terms.
+    """
+
+    name: str
+    label: str
+    variant: str
+    memory_bytes: int
+    bandwidth_bytes_per_s: float
+    peak_flops: dict[str, float | None]
+    source: str
+    notes: str = ""
+    measured: bool = False
+    calibration: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def bandwidth(self) -> float:
+        """Alias of bandwidth_bytes_per_s (bytes/s)."""
+        return self.bandwidth_bytes_per_s
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a dtype; ValueError when the hardware has no path for it."""
+        key = normalize_dtype(dtype)
+        value = self.peak_flops.get(key)
+        if value is None or value <= 0:
+            raise ValueError(f"{self.label} has no published {key} peak")
+        return float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """'float32', 'torch.bfloat16', torch.float16 ... -> one of DTYPES."""
+    key = str(dtype).strip().lower()
+    if key not in _DTYPE_ALIASES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return _DTYPE_ALIASES[key]
+
+
+def _preset_names() -> list[str]:
+    return sorted(p.stem for p in assets_dir().glob("*.json"))
+
+
+def list_presets() -> list[str]:
+    """Vendor presets (sorted) followed by "host", this machine calibrated."""
+    return [*_preset_names(), HOST]
+
+
+def spec_from_dict(data: dict[str, Any], measured: bool = False) -> HardwareSpec:
+    """Build a spec from a preset's JSON, checking the fields a roofline divides by."""
+    peaks = data.get("peak_flops") or {}
+    peak_flops: dict[str, float | None] = {d: (None if peaks.get(d) is None else float(peaks[d])) for d in DTYPES}
+    spec = HardwareSpec(
+        name=str(data["name"]), label=str(data["label"]), variant=str(data["variant"]),
+        memory_bytes=int(data["memory_bytes"]), bandwidth_bytes_per_s=float(data["bandwidth_bytes_per_s"]),
+        peak_flops=peak_flops, source=str(data["source"]), notes=str(data.get("notes", "")),
+        measured=bool(data.get("measured", measured)), calibration=data.get("calibration"),
+    )
+    if spec.bandwidth_bytes_per_s <= 0 or spec.memory_bytes <= 0:
+        raise ValueError(f"hardware {spec.name!r}: bandwidth and memory must be positive")
+    return spec
+
+
+def load_hardware(name: str) -> HardwareSpec:
+    """A preset by name; "host" is this machine, calibrated (measured once, then read from the cache).
+
+    Only names from list_presets() are accepted, never paths: the name may come from a page reader.
+    """
+    if name == HOST:
+        from core import calibrate  # late: calibrate imports this module, and pulls in torch
+
+        return calibrate.host_spec(calibrate.load_or_calibrate())
+    names = _preset_names()
+    if name not in names:
+        raise ValueError(f"unknown hardware {name!r}; valid names: {', '.join([*names, HOST])}")
+    with open(assets_dir() / f"{name}.json", encoding="utf-8") as f:
+        return spec_from_dict(json.load(f))
+
+
+def ridge(spec: HardwareSpec, dtype: str) -> float:
+    """Ridge point in FLOP/byte: arithmetic intensity above which an operation is compute-bound."""
+    return spec.peak(dtype) / spec.bandwidth_bytes_per_s

@@ -1,0 +1,267 @@
+"""Predicted latency of one forward pass, from the cost model and a hardware spec.
+
+The model is additive, the way the calibrated analysers that held up on real CPUs were built:
+
+    time = overhead + (weight + activation bytes) / bandwidth + KV bytes / bandwidth + FLOPs / peak
+           (+ a fixed extra for the prefill forward, which builds the cache and the causal mask)
+
+with the bandwidth and peak measured on this machine by `core.calibrate` (the "host" preset) or
+taken from a datasheet (the other presets). Each term carries a coefficient: 1.0 means "exactly
+the roofline figure"; `fit` sets them by least squares from measured forwards of one model on
+this machine, so the prediction becomes calibrated without becoming a lookup table. The naive
+roofline `max(FLOPs / peak, bytes / bandwidth)` is kept beside it so the gain stays visible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core import settings
+from core.cost import ForwardCost, forward_cost
+from core.dtypes import normalize_dtype
+from core.hardware import HardwareSpec
+from core.spec import ModelSpec
+
+TERMS = ("overhead", "memory", "kv", "compute", "prefill_extra")
+UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_extra": 0.0}
+
+# Datasheet presets: what fraction of the published roofline a well-tuned serving stack reaches,
+# and launch overhead per layer. Assumptions, not measurements: they are shown as such.
+PRESET_ASSUMPTIONS = {"bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overhead_layer_s": 20e-6,
+                      "overhead_step_s": 100e-6}
+FIT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """Turns a ForwardCost into seconds for one (hardware, model, dtype)."""
+
+    hardware: HardwareSpec
+    n_layers: int
+    dtype: str
+    overhead_s: float  # fixed time per forward: per-step plus per-layer overheads
+    bandwidth: float  # bytes/s the weight stream achieves (calibrated or datasheet x efficiency)
+    peak: float  # FLOP/s the matmuls achieve
+    coef: dict[str, float] = field(default_factory=lambda: dict(UNFITTED))
+    fitted: bool = False
+    fit_info: dict[str, Any] | None = None
+
+    def terms_s(self, cost: ForwardCost | dict, phase: str) -> dict[str, float]:
+        """Each additive term in seconds before its coefficient (the features of the fit)."""
+        b = cost.bytes if isinstance(cost, ForwardCost) else cost["bytes"]
+        f = cost.flops if isinstance(cost, ForwardCost) else cost["flops"]
+        return {
+            "overhead": self.overhead_s,
+            "memory": (b["weights"] + b["activations"]) / self.bandwidth,
+            "kv": (b["kv_read"] + b["kv_write"]) / self.bandwidth,
+            "compute": f["total"] / self.peak,
+            "prefill_extra": 1.0 if phase == "prefill" else 0.0,
+        }
+
+    def predict_s(self, cost: ForwardCost | dict, phase: str) -> float:
+        terms = self.terms_s(cost, phase)
+        return float(sum(self.coef[k] * terms[k] for k in TERMS))
+
+    def naive_s(self, cost: ForwardCost | dict) -> float:
+        """The textbook roofline with the same ceilings: max(FLOPs / peak, bytes / bandwidth)."""
+        b = cost.bytes if isinstance(cost, ForwardCost) else cost["bytes"]
+        f = cost.flops if isinstance(cost, ForwardCost) else cost["flops"]
+        return max(f["total"] / self.peak, b["total"] / self.bandwidth)
+
+    def describe(self) -> dict[str, Any]:
+        return {"hardware": self.hardware.name, "measured_hardware": self.hardware.measured,
+                "dtype": self.dtype, "overhead_s": self.overhead_s, "bandwidth_bytes_per_s": self.bandwidth,
+                "peak_flops_per_s": self.peak, "coef": dict(self.coef), "fitted": self.fitted,
+                "fit": self.fit_info}
+
+
+def _peak_for(hardware: HardwareSpec, dtype: str) -> float:
+    try:
+        return hardware.peak(dtype)
+    except ValueError:
+        # No native path for this dtype (e.g. fp8 on A100): kernels upcast to the 16-bit path.
+        return hardware.peak("bf16")
+
+
+def host_predictor(spec: ModelSpec, dtype: str = "fp32", calibration=None, use_fit: bool = True) -> Predictor:
+    """The predictor for this machine, from its calibration (and a saved fit, when one matches)."""
+    from core import calibrate
+    from core.hardware import load_hardware
+
+    dtype = normalize_dtype(dtype)
+    cal = calibration or calibrate.load_or_calibrate()
+    hardware = calibrate.host_spec(cal) if calibration is not None else load_hardware("host")
+    predictor = Predictor(
+        hardware=hardware, n_layers=spec.n_layers, dtype=dtype,
+        overhead_s=calibrate.overhead_s(cal, spec.n_layers, dtype),
+        bandwidth=weight_stream_bandwidth(spec, lambda k: calibrate.gemv_bandwidth(cal, k, dtype)),
+        peak=_peak_for(hardware, dtype))
+    if use_fit:
+        saved = load_fit(predictor, spec)
+        if saved is not None:
+            return saved
+    return predictor
+
+
+def weight_stream_bandwidth(spec: ModelSpec, gemv_bandwidth: Callable[[int], float]) -> float:
+    """Bytes/s at which a forward streams this model's weights, each matrix at its own row width.
+
+    On a CPU a matrix-vector product with 576-wide rows runs at about half the speed of one with
+    2048-wide rows (measured by core.calibrate), so one bandwidth figure would misprice a small
+    model. The effective figure is total bytes over the summed time of every matrix.
+    """
+    per_layer = [(spec.hidden, spec.hidden * (spec.q_dim + 2 * spec.kv_dim)),  # q, k, v read the hidden state
+                 (spec.q_dim, spec.q_dim * spec.hidden),  # output projection
+                 (spec.hidden, spec.mlp_in_matrices * spec.hidden * spec.mlp_width),  # gate and up
+                 (spec.mlp_width, spec.mlp_width * spec.hidden)]  # down
+    matrices = [(k, n * spec.n_layers) for k, n in per_layer] + [(spec.hidden, spec.vocab * spec.hidden)]
+    total = sum(n for _, n in matrices)
+    seconds = sum(n / gemv_bandwidth(k) for k, n in matrices)
+    return total / seconds
+
+
+def preset_predictor(spec: ModelSpec, hardware: HardwareSpec, dtype: str = "bf16") -> Predictor:
+    """A datasheet machine: roofline ceilings times assumed efficiencies, plus launch overheads."""
+    dtype = normalize_dtype(dtype)
+    a = PRESET_ASSUMPTIONS
+    return Predictor(
+        hardware=hardware, n_layers=spec.n_layers, dtype=dtype,
+        overhead_s=a["overhead_step_s"] + a["overhead_layer_s"] * spec.n_layers,
+        bandwidth=hardware.bandwidth * a["bandwidth_efficiency"],
+        peak=_peak_for(hardware, dtype) * a["compute_efficiency"],
+        fit_info={"assumptions": dict(a)})
+
+
+def predictor_for(spec: ModelSpec, hardware_name: str, dtype: str) -> Predictor:
+    from core.hardware import load_hardware
+
+    if hardware_name == "host":
+        return host_predictor(spec, dtype)
+    return preset_predictor(spec, load_hardware(hardware_name), dtype)
+
+
+# --- fitting -------------------------------------------------------------------------------
+
+Sample = tuple[dict, str, float]  # (cost dict, phase, measured seconds)
+
+
+def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "") -> Predictor:
+    """Coefficients minimising the absolute relative error over measured forwards.
+
+    Rows are divided by the measured time, so a 70 ms decode step and a 2 s prefill weigh the
+    same; iteratively reweighted least squares turns the squared error into an absolute one, so
+    a few forwards slowed by another process on a shared machine do not drag the fit. A term
+    whose coefficient comes out negative is dropped and the rest refitted: a negative time would
+    be a fit artefact, not physics.
+    """
+    rows = []
+    for cost, phase, measured in samples:
+        terms = predictor.terms_s(cost, phase)
+        rows.append([terms[k] / measured for k in TERMS])
+    if len(rows) < len(TERMS):
+        raise ValueError(f"need at least {len(TERMS)} measured forwards to fit, got {len(rows)}")
+    x = np.asarray(rows)
+    y = np.ones(len(rows))
+    active = [i for i in range(len(TERMS)) if np.any(x[:, i] != 0)]
+    while True:
+        solution = _irls_l1(x[:, active], y)
+        if (solution >= 0).all():
+            break
+        active = [i for i, c in zip(active, solution, strict=True) if c > min(solution)]
+    coef = dict.fromkeys(TERMS, 0.0)
+    for i, c in zip(active, solution, strict=True):
+        coef[TERMS[i]] = float(c)
+    return replace(predictor, coef=coef, fitted=True,
+                   fit_info={"samples": len(rows), "label": label, "coef": coef})
+
+
+def _irls_l1(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> np.ndarray:
+    """Least absolute deviations by iteratively reweighted least squares."""
+    weights = np.ones(len(y))
+    solution = np.zeros(x.shape[1])
+    for _ in range(iterations):
+        root = np.sqrt(weights)[:, None]
+        solution, *_ = np.linalg.lstsq(x * root, y * root[:, 0], rcond=None)
+        weights = 1.0 / np.maximum(np.abs(y - x @ solution), 1e-3)
+    return solution
+
+
+def _fit_path() -> Path:
+    return settings.cache_dir() / "predictor-fit.json"
+
+
+def _fit_key(predictor: Predictor, spec: ModelSpec) -> str:
+    fp = predictor.hardware.calibration.get("fingerprint") if predictor.hardware.calibration else None
+    return json.dumps({"fingerprint": fp, "model": spec.name, "layers": spec.n_layers,
+                       "hidden": spec.hidden, "dtype": predictor.dtype}, sort_keys=True)
+
+
+def save_fit(predictor: Predictor, spec: ModelSpec) -> None:
+    path = _fit_path()
+    try:
+        entries = json.loads(path.read_text()) if path.is_file() else {}
+        if not isinstance(entries, dict) or entries.get("format") != FIT_FORMAT:
+            entries = {"format": FIT_FORMAT}
+    except ValueError:
+        entries = {"format": FIT_FORMAT}
+    entries[_fit_key(predictor, spec)] = {"coef": predictor.coef, "fit": predictor.fit_info}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, indent=1))
+    tmp.replace(path)
+
+
+def load_fit(predictor: Predictor, spec: ModelSpec) -> Predictor | None:
+    """The saved fit for this machine, model and dtype; None when absent or unreadable."""
+    try:
+        entries = json.loads(_fit_path().read_text())
+        entry = entries[_fit_key(predictor, spec)]
+        coef = {k: float(entry["coef"][k]) for k in TERMS}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if any(not np.isfinite(v) or v < 0 for v in coef.values()):
+        return None
+    return replace(predictor, coef=coef, fitted=True, fit_info=entry.get("fit"))
+
+
+# --- the runner's annotator ----------------------------------------------------------------
+
+def cost_for_event(spec: ModelSpec, n_new: int, n_cached: int, batch: int, dtype: str,
+                   attn_len: int | None = None) -> ForwardCost:
+    """The forward the runner executes: LM head on the last position only (logits_to_keep=1)."""
+    return forward_cost(spec, n_new, n_cached, batch, weight_dtype=dtype, lm_head_tokens=1,
+                        attn_len=attn_len)
+
+
+def make_annotator(spec: ModelSpec, predictor: Predictor | None, dtype: str) -> Callable:
+    """An annotator for core.runner.run: cost of every forward, and its predicted time."""
+    def annotate(event, n_new: int, n_cached: int, batch: int, attn_len: int | None = None) -> None:
+        cost = cost_for_event(spec, n_new, n_cached, batch, dtype, attn_len)
+        event.cost = cost.to_dict()
+        if predictor is not None:
+            event.predicted_ms = round(predictor.predict_s(cost, event.phase) * 1000.0, 4)
+
+    return annotate
+
+
+def default_annotator(loaded, gen_settings=None, predictor: Predictor | None = None) -> Callable:
+    """Cost and predicted time for every event of a run of `loaded` on this machine."""
+    from core.spec import spec_from_config
+
+    spec = spec_from_config(loaded.config)
+    dtype = normalize_dtype(loaded.info.dtype)
+    if predictor is None:
+        predictor = host_predictor(spec, dtype)
+    return make_annotator(spec, predictor, dtype)
+
+
+def to_jsonable(predictor: Predictor) -> dict[str, Any]:
+    data = predictor.describe()
+    data["hardware_spec"] = {k: v for k, v in asdict(predictor.hardware).items() if k != "calibration"}
+    return data

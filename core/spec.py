@@ -1,0 +1,332 @@
+"""Model shapes for the cost model, read from a Hugging Face config (object or config.json dict).
+
+The cost model needs only shapes, never weights, so a spec can describe a 70B model on a laptop.
+Every architecture listed in FAMILIES is read exactly: `params_total` equals the parameter count
+of the model transformers builds from the same config (tests check this). An architecture we have
+not checked is refused with a ValueError rather than priced with a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How one model_type lays out its weights, and the config defaults its transformers class uses
+    (a config.json may omit any key whose value equals the class default)."""
+
+    gpt_style: bool = False  # GPT-2 naming (n_embd, ...), LayerNorm, learned positions, biases
+    tied_default: bool = False
+    head_dim_default: int | None = None  # None: hidden // heads
+    gated_mlp: bool = True
+    qkv_bias: bool | str = False  # a bool, or the config key that switches it
+    o_bias: bool | str = False
+    mlp_bias: bool | str = False
+    qk_norm: bool = False
+    sliding_default: int | None = None
+    qwen_sliding: bool = False  # sliding only when use_sliding_window, and only from max_window_layers on
+
+
+FAMILIES: dict[str, _Family] = {
+    "llama": _Family(qkv_bias="attention_bias", o_bias="attention_bias", mlp_bias="mlp_bias"),
+    "mistral": _Family(sliding_default=4096),
+    "qwen2": _Family(qkv_bias=True, qwen_sliding=True, sliding_default=4096),
+    "qwen3": _Family(head_dim_default=128, qkv_bias="attention_bias", o_bias="attention_bias", qk_norm=True,
+                     qwen_sliding=True, sliding_default=4096),
+    "gemma": _Family(tied_default=True, head_dim_default=256, qkv_bias="attention_bias",
+                     o_bias="attention_bias"),
+    "smollm3": _Family(tied_default=True, qkv_bias="attention_bias", o_bias="attention_bias",
+                       mlp_bias="mlp_bias"),
+    "phi3": _Family(),
+    "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
+                    mlp_bias=True),
+    "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
+                           mlp_bias=True),
+}
+
+# config.json files written by old tools sometimes lack model_type but name the class.
+_ARCH_TO_TYPE = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
+    "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shapes of a decoder-only transformer, and its parameter count by part.
+
+    Counts are totals over all layers. `params_lm_head` is 0 when the head is tied to the token
+    embedding (the tied matrix is counted once, in `params_embed`, as `model.parameters()` does).
+    `sliding_window` is the window of the `n_sliding_layers` layers that use one (None when none do):
+    transformers' cache keeps only the last `sliding_window - 1` positions for those layers.
+    """
+
+    name: str
+    model_type: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    mlp_width: int
+    gated_mlp: bool
+    vocab: int
+    max_positions: int
+    tied_embeddings: bool
+    attn_bias: bool  # biases on the q, k, v projections
+    attn_out_bias: bool  # bias on the output projection
+    mlp_bias: bool
+    learned_pos_emb: bool
+    norm: str  # "rmsnorm" (weight only) or "layernorm" (weight and bias)
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    sliding_window: int | None = None
+    n_sliding_layers: int = 0
+    params_embed: int = field(init=False)
+    params_pos: int = field(init=False)
+    params_attn: int = field(init=False)
+    params_mlp: int = field(init=False)
+    params_norm: int = field(init=False)
+    params_lm_head: int = field(init=False)
+    params_total: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "mlp_width", "vocab",
+                     "max_positions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{self.name}: {name} must be a positive integer, got {value!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"{self.name}: n_heads ({self.n_heads}) is not a multiple of n_kv_heads "
+                             f"({self.n_kv_heads})")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise ValueError(f"{self.name}: norm must be 'rmsnorm' or 'layernorm', got {self.norm!r}")
+        if not 0 <= self.n_sliding_layers <= self.n_layers:
+            raise ValueError(f"{self.name}: n_sliding_layers must be within 0..n_layers")
+        if (self.sliding_window is None) != (self.n_sliding_layers == 0):
+            raise ValueError(f"{self.name}: sliding_window and n_sliding_layers must be set together")
+        if self.sliding_window is not None and self.sliding_window < 2:
+            raise ValueError(f"{self.name}: sliding_window must be at least 2")
+        d, L = self.hidden, self.n_layers
+        counts = {
+            "params_embed": self.vocab * d,
+            "params_pos": self.max_positions * d if self.learned_pos_emb else 0,
+            "params_attn": self.attn_matrix_params + self.attn_bias_params,
+            "params_mlp": self.mlp_matrix_params + self.mlp_bias_params,
+            # two norms per block plus the final one; LayerNorm carries a bias as well as a weight
+            "params_norm": (2 * L + 1) * d * (2 if self.norm == "layernorm" else 1)
+            + (2 * L * self.head_dim if self.qk_norm else 0),
+            "params_lm_head": 0 if self.tied_embeddings else self.vocab * d,
+        }
+        counts["params_total"] = sum(counts.values())
+        for key, value in counts.items():
+            object.__setattr__(self, key, value)
+
+    # Matrices and bias vectors are split because a quantised checkpoint stores them differently.
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def attn_matrix_params(self) -> int:
+        """q, k, v and output projection matrices, all layers (fused or not, the same elements)."""
+        return self.n_layers * (self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden)
+
+    @property
+    def attn_bias_params(self) -> int:
+        per_layer = ((self.q_dim + 2 * self.kv_dim) if self.attn_bias else 0) + (
+            self.hidden if self.attn_out_bias else 0)
+        return self.n_layers * per_layer
+
+    @property
+    def mlp_in_matrices(self) -> int:
+        """Matrices reading the block input: gate and up for a gated (SwiGLU/GeGLU) MLP, one otherwise."""
+        return 2 if self.gated_mlp else 1
+
+    @property
+    def mlp_matrix_params(self) -> int:
+        return self.n_layers * (self.mlp_in_matrices + 1) * self.hidden * self.mlp_width
+
+    @property
+    def mlp_bias_params(self) -> int:
+        if not self.mlp_bias:
+            return 0
+        return self.n_layers * (self.mlp_in_matrices * self.mlp_width + self.hidden)
+
+    @property
+    def n_full_layers(self) -> int:
+        return self.n_layers - self.n_sliding_layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _read(d: dict[str, Any], *names: str, default: Any = _MISSING, model: str = "config") -> Any:
+    """First present, non-null key among `names`; ValueError naming the field if none is."""
+    for name in names:
+        if d.get(name) is not None:
+            return d[name]
+    if default is _MISSING:
+        raise ValueError(f"{model}: config has no {' / '.join(repr(n) for n in names)} field")
+    return default
+
+
+def _as_int(value: Any, field_name: str, model: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{model}: config field {field_name!r} must be an integer, got {value!r}")
+    return value
+
+
+def _switch(d: dict[str, Any], rule: bool | str) -> bool:
+    return rule if isinstance(rule, bool) else bool(d.get(rule) or False)
+
+
+def _sliding(d: dict[str, Any], fam: _Family, n_layers: int, model: str) -> tuple[int | None, int]:
+    """(window, number of sliding layers), following the rules transformers' configs and caches use."""
+    window = d.get("sliding_window", fam.sliding_default)
+    if fam.qwen_sliding and not d.get("use_sliding_window", False):
+        window = None
+    layer_types = d.get("layer_types")
+    if layer_types is not None:
+        unknown = set(layer_types) - {"full_attention", "sliding_attention"}
+        if unknown:
+            raise ValueError(f"{model}: layer_types {sorted(unknown)} are not supported")
+        if len(layer_types) != n_layers:
+            raise ValueError(f"{model}: layer_types has {len(layer_types)} entries for {n_layers} layers")
+        n_sliding = sum(t == "sliding_attention" for t in layer_types)
+    elif window is None:
+        n_sliding = 0
+    elif fam.qwen_sliding:
+        first = _as_int(d.get("max_window_layers", 28), "max_window_layers", model)
+        n_sliding = max(0, n_layers - first)
+    elif d.get("model_type") == "smollm3":
+        raise ValueError(f"{model}: smollm3 with use_sliding_window needs an explicit layer_types field")
+    else:
+        n_sliding = n_layers
+    if n_sliding == 0:
+        return None, 0
+    if window is None:
+        raise ValueError(f"{model}: layer_types has sliding layers but the config has no sliding_window")
+    return _as_int(window, "sliding_window", model), n_sliding
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    if isinstance(config, dict):
+        return dict(config)
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        # A multimodal config nests the text model; the cost model prices the text decoder.
+        get_text = getattr(config, "get_text_config", None)
+        if callable(get_text):
+            config = get_text(decoder=True)
+        return dict(config.to_dict())
+    raise ValueError(f"expected a transformers config or a dict, got {type(config).__name__}")
+
+
+def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
+    """Read a ModelSpec from a `transformers.PretrainedConfig` or a config.json dict.
+
+    ValueError (naming the field) for a missing or malformed field or an unsupported model_type.
+    """
+    d = _config_dict(config)
+    model_type = d.get("model_type") or next(
+        (_ARCH_TO_TYPE[a] for a in d.get("architectures") or [] if a in _ARCH_TO_TYPE), None)
+    label = name or d.get("_name_or_path") or model_type or "config"
+    if not model_type:
+        raise ValueError(f"{label}: config has no 'model_type' field (and no known 'architectures')")
+    fam = FAMILIES.get(model_type)
+    if fam is None:
+        raise ValueError(f"{label}: model_type {model_type!r} is not supported by the cost model "
+                         f"(supported: {', '.join(sorted(FAMILIES))})")
+
+    def need(*keys: str) -> int:
+        return _as_int(_read(d, *keys, model=label), keys[0], label)
+
+    if fam.gpt_style:
+        if d.get("add_cross_attention"):
+            raise ValueError(f"{label}: add_cross_attention models are not supported")
+        hidden = need("n_embd", "hidden_size")
+        n_layers = need("n_layer", "num_hidden_layers")
+        n_heads = need("n_head", "num_attention_heads")
+        max_positions = need("n_positions", "max_position_embeddings")
+        if hidden % n_heads:
+            raise ValueError(f"{label}: n_embd ({hidden}) is not divisible by n_head ({n_heads})")
+        head_dim = hidden // n_heads
+        # gpt_bigcode's multi-query attention shares one K and one V head across all query heads.
+        n_kv = 1 if (model_type == "gpt_bigcode" and d.get("multi_query", True)) else n_heads
+        mlp_width = _as_int(_read(d, "n_inner", default=4 * hidden), "n_inner", label)
+        norm, learned_pos = "layernorm", True
+    else:
+        hidden = need("hidden_size")
+        n_layers = need("num_hidden_layers")
+        n_heads = need("num_attention_heads")
+        max_positions = need("max_position_embeddings")
+        n_kv = _as_int(_read(d, "num_key_value_heads", default=n_heads), "num_key_value_heads", label)
+        default_hd = fam.head_dim_default
+        if default_hd is None:
+            if hidden % n_heads:
+                raise ValueError(f"{label}: hidden_size ({hidden}) is not divisible by num_attention_heads "
+                                 f"({n_heads}) and the config has no head_dim")
+            default_hd = hidden // n_heads
+        head_dim = _as_int(_read(d, "head_dim", default=default_hd), "head_dim", label)
+        mlp_width = need("intermediate_size")
+        norm, learned_pos = "rmsnorm", False
+    window, n_sliding = _sliding(d, fam, n_layers, label)
+    return ModelSpec(
+        name=label, model_type=model_type, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
+        n_kv_heads=n_kv, head_dim=head_dim, mlp_width=mlp_width, gated_mlp=fam.gated_mlp,
+        vocab=need("vocab_size"), max_positions=max_positions,
+        tied_embeddings=bool(_read(d, "tie_word_embeddings", default=fam.tied_default)),
+        attn_bias=_switch(d, fam.qkv_bias), attn_out_bias=_switch(d, fam.o_bias),
+        mlp_bias=_switch(d, fam.mlp_bias), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
+        sliding_window=window, n_sliding_layers=n_sliding,
+    )
+
+
+def spec_from_json(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Read a config.json file (or a folder holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ValueError(f"no config file at {p}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{p} does not hold a JSON object")
+    if name is None:
+        name = data.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem)
+    return spec_from_config(data, name=name)
+
+
+def list_model_presets() -> list[str]:
+    """Names of the bundled configs (assets/models/<name>.json), sorted."""
+    return sorted(p.stem for p in ASSETS_DIR.glob("*.json"))
+
+
+def load_model_preset(name_or_path: str | Path) -> ModelSpec:
+    """A bundled preset by name, or a config.json path (file or folder); ValueError otherwise."""
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
+        raise ValueError(f"expected a preset name or a config.json path, got {name_or_path!r}")
+    text = str(name_or_path).strip()
+    if isinstance(name_or_path, str) and text in list_model_presets():
+        return spec_from_json(ASSETS_DIR / f"{text}.json", name=text)
+    p = Path(text)
+    if p.is_file() and p.suffix == ".json" or p.is_dir() and (p / "config.json").is_file():
+        return spec_from_json(p)
+    raise ValueError(f"{text!r} is neither a model preset ({', '.join(list_model_presets())}) "
+                     "nor a path to a config.json")

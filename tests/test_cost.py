@@ -1,0 +1,298 @@
+"""The cost model against what torch counts and what the cache really holds.
+
+FLOPs are checked per part against FlopCounterMode's per-module counts, so dropping or doubling
+any one term (LM head, MLP, projections, attention scores) fails even when it is a small share.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from core.cost import (  # noqa: E402
+    ForwardCost,
+    estimate,
+    forward_cost,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+)
+from core.spec import load_model_preset, spec_from_config  # noqa: E402
+
+NO_IDS = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+# vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
+SMALL = {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 256, **NO_IDS}
+GPT_SMALL = {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 1024, "n_positions": 256,
+             "bos_token_id": None, "eos_token_id": None}
+ARCHS = {
+    "llama_gqa": ("llama", SMALL),
+    "qwen2": ("qwen2", SMALL),
+    "mistral_window6": ("mistral", {**SMALL, "sliding_window": 6}),  # the cache outgrows the window
+    "gpt2": ("gpt2", GPT_SMALL),
+    "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 96}),
+}
+_MODELS: dict[str, tuple] = {}
+
+
+def tiny(key: str):
+    """(model, spec), built once per architecture with eager attention (FlopCounterMode has no
+    formula for the CPU SDPA kernel, so under sdpa attention would count as zero)."""
+    if key not in _MODELS:
+        model_type, kwargs = ARCHS[key]
+        cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+        _MODELS[key] = (model, spec_from_config(cfg))
+    return _MODELS[key]
+
+
+_LAYER = r"\.(?:layers|h)\.\d+\."
+
+
+def counted(model, **inputs) -> tuple[int, dict[str, int]]:
+    """Run one forward under FlopCounterMode; return the total and the same parts the model uses."""
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(**inputs)
+    per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    attn = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn)$", k))
+    proj = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn)\.\w+$", k))
+    parts = {
+        "attn_proj": proj,
+        "attn_scores": attn - proj,  # matmuls inside the attention module but outside its linears
+        "mlp": sum(v for k, v in per_module.items() if re.search(_LAYER + r"mlp$", k)),
+        "lm_head": sum(v for k, v in per_module.items() if k.endswith(".lm_head")),
+    }
+    return counter.get_total_flops(), parts
+
+
+def assert_flops_match(cost: ForwardCost, total: int, parts: dict[str, int]) -> None:
+    assert cost.flops["total"] == pytest.approx(total, rel=0.02)
+    for part, value in parts.items():
+        assert cost.flops[part] == pytest.approx(value, rel=0.02), part
+    assert cost.flops["total"] == sum(cost.flops[p] for p in parts)
+
+
+@pytest.mark.parametrize("key", sorted(ARCHS))
+def test_flops_match_flop_counter_prefill_and_decode(key):
+    model, spec = tiny(key)
+    batch, prompt = 2, 11
+    ids = torch.randint(0, spec.vocab, (batch, prompt))
+    cache = transformers.DynamicCache(config=model.config)
+    total, parts = counted(model, input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    assert_flops_match(forward_cost(spec, prompt, 0, batch, lm_head_tokens=1), total, parts)
+    for _ in range(2):  # two decode steps: the context grows between them
+        context = cache.get_seq_length()
+        total, parts = counted(model, input_ids=ids[:, :1], cache=cache, use_cache=True, logits_to_keep=1)
+        assert_flops_match(forward_cost(spec, 1, context, batch), total, parts)
+
+
+@pytest.mark.parametrize("key", ["llama_gqa", "gpt2"])
+def test_plain_forward_runs_the_head_on_every_position(key):
+    model, spec = tiny(key)
+    n = 9
+    total, parts = counted(model, input_ids=torch.randint(0, spec.vocab, (1, n)))
+    assert_flops_match(forward_cost(spec, n, 0, lm_head_tokens=n), total, parts)
+    assert forward_cost(spec, n, 0).flops["lm_head"] * n == parts["lm_head"]  # default is one position
+
+
+@pytest.mark.parametrize("key", ["llama_gqa", "mistral_window6", "gpt2"])
+def test_static_cache_attends_over_its_allocated_length(key):
+    model, spec = tiny(key)
+    allocated, prompt = 24, 8
+    cache = transformers.StaticCache(config=model.config, max_cache_len=allocated)
+    ids = torch.randint(0, spec.vocab, (1, prompt))
+    total, parts = counted(model, input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    assert_flops_match(forward_cost(spec, prompt, 0, attn_len=allocated), total, parts)
+    total, parts = counted(model, input_ids=ids[:, :1], cache=cache, use_cache=True, logits_to_keep=1)
+    assert_flops_match(forward_cost(spec, 1, prompt, attn_len=allocated), total, parts)
+
+
+def test_eager_scores_cover_the_full_square_causal_half_reported_apart():
+    _, spec = tiny("llama_gqa")
+    n = 16
+    cost = forward_cost(spec, n, 0)
+    per_pair = 4 * spec.n_heads * spec.head_dim * spec.n_layers
+    assert cost.flops["attn_scores"] == per_pair * n * n
+    assert cost.flops_attn_causal == per_pair * n * (n + 1) // 2
+    step = forward_cost(spec, 1, 40)  # one new token sees all 40 cached positions and itself
+    assert step.flops["attn_scores"] == step.flops_attn_causal == per_pair * 41
+
+
+def test_causal_flops_respect_the_sliding_window():
+    _, spec = tiny("mistral_window6")  # every layer slides, window 6
+    per_pair = 4 * spec.n_heads * spec.head_dim * spec.n_layers
+    for n_new, n_cached in [(10, 3), (1, 2), (1, 20), (4, 0), (30, 0)]:
+        seen = sum(min(n_cached + i, spec.sliding_window) for i in range(1, n_new + 1))
+        assert forward_cost(spec, n_new, n_cached).flops_attn_causal == per_pair * seen
+
+
+@pytest.mark.parametrize(("key", "batch", "dtype"), [("llama_gqa", 1, torch.float32),
+                                                     ("llama_gqa", 2, torch.bfloat16),
+                                                     ("gpt_bigcode_mqa", 2, torch.float32),
+                                                     ("gpt2", 2, torch.float32),
+                                                     ("mistral_window6", 2, torch.float32)])
+def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
+    model, spec = tiny(key)
+    model = model.to(dtype)
+    kv_dtype = "bf16" if dtype == torch.bfloat16 else "fp32"
+    try:
+        cache = transformers.DynamicCache(config=model.config)
+        prompt = 9
+        ids = torch.randint(0, spec.vocab, (batch, prompt))
+
+        def held() -> int:
+            return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+        with torch.no_grad():
+            model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+            for step in range(3):
+                seq = prompt + step
+                assert held() == kv_cache_bytes(spec, seq, batch, kv_dtype)
+                # what the next step reads is exactly what the cache holds
+                assert forward_cost(spec, 1, seq, batch, kv_dtype=kv_dtype).bytes["kv_read"] == held()
+                if spec.sliding_window is None:
+                    assert held() == kv_bytes_per_token(spec, kv_dtype) * seq * batch
+                before = held()
+                model(input_ids=ids[:, :1], cache=cache, use_cache=True, logits_to_keep=1)
+                if spec.sliding_window is None:
+                    write = forward_cost(spec, 1, seq, batch, kv_dtype=kv_dtype).bytes["kv_write"]
+                    assert held() - before == write
+    finally:
+        model.to(torch.float32)
+
+
+def test_kv_uses_kv_heads_not_query_heads():
+    _, spec = tiny("llama_gqa")
+    assert kv_bytes_per_token(spec) == 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * 4
+    assert spec.n_kv_heads < spec.n_heads
+
+
+def test_published_kv_figures():
+    assert kv_bytes_per_token(load_model_preset("smollm2-135m"), "fp32") == 46_080
+    assert kv_bytes_per_token(load_model_preset("llama-3.1-70b"), "bf16") == 327_680
+    llama2_13b = load_model_preset("llama-2-13b")
+    assert llama2_13b.n_kv_heads == llama2_13b.n_heads == 40
+    assert kv_cache_bytes(llama2_13b, 8192, 1, "fp16") == pytest.approx(6_710_886_400, rel=0.01)
+    assert kv_bytes_per_token(llama2_13b, "fp16") * 8192 == 6_710_886_400
+
+
+def test_decode_weight_bytes_are_the_whole_model_once():
+    spec = load_model_preset("smollm2-135m")  # tied: the LM head reads the embedding, counted once
+    step = forward_cost(spec, 1, 100, batch=8)
+    assert step.bytes["weights"] == 4 * spec.params_total == 538_060_032
+    big = load_model_preset("llama-3.1-8b")  # untied: the embedding contributes only looked-up rows
+    step = forward_cost(big, 1, 100, batch=4, weight_dtype="bf16")
+    assert step.bytes["weights"] == 2 * (big.params_total - big.params_embed + 4 * big.hidden)
+    assert forward_cost(big, 1, 100, batch=4, weight_dtype="int4").bytes["weights"] == pytest.approx(
+        step.bytes["weights"] / 4, rel=0.001)
+
+
+def test_dtype_defaults_and_aliases():
+    spec = load_model_preset("smollm2-135m")
+    int4 = forward_cost(spec, 1, 10, weight_dtype="int4")
+    bf16 = forward_cost(spec, 1, 10, weight_dtype="bf16")
+    assert int4.bytes["kv_read"] == bf16.bytes["kv_read"] == 10 * kv_bytes_per_token(spec, "bf16")
+    assert int4.bytes["activations"] == bf16.bytes["activations"]
+    assert forward_cost(spec, 1, 10, weight_dtype="float32").to_dict() == forward_cost(spec, 1, 10).to_dict()
+    fp8_kv = forward_cost(spec, 1, 10, weight_dtype="bf16", kv_dtype="fp8")
+    assert fp8_kv.bytes["kv_read"] * 2 == bf16.bytes["kv_read"]
+    with pytest.raises(ValueError, match="dtype"):
+        forward_cost(spec, 1, 10, weight_dtype="fp7")
+
+
+def test_prefill_is_compute_heavy_decode_is_memory_heavy():
+    spec = load_model_preset("llama-3.1-8b")
+    prefill = forward_cost(spec, 512, 0, weight_dtype="bf16")
+    decode = forward_cost(spec, 1, 512, weight_dtype="bf16")
+    assert prefill.intensity > 100 > 2 > decode.intensity
+    # batching decode reuses each weight read: intensity grows with batch
+    assert forward_cost(spec, 1, 512, 32, weight_dtype="bf16").intensity > 10 * decode.intensity
+
+
+def test_to_dict_format():
+    d = forward_cost(load_model_preset("gpt2"), 5, 3, 2).to_dict()
+    assert list(d) == ["n_new", "n_cached", "batch", "flops", "flops_attn_causal", "bytes", "intensity"]
+    assert set(d["flops"]) == {"attn_proj", "attn_scores", "mlp", "lm_head", "total"}
+    assert set(d["bytes"]) == {"weights", "kv_read", "kv_write", "activations", "total"}
+    assert (d["n_new"], d["n_cached"], d["batch"]) == (5, 3, 2)
+    assert json.loads(json.dumps(d)) == d
+    assert d["intensity"] == d["flops"]["total"] / d["bytes"]["total"]
+
+
+@pytest.mark.parametrize("kwargs", [{"n_new": 0, "n_cached": 0}, {"n_new": 1, "n_cached": -1},
+                                    {"n_new": 2, "n_cached": 0, "batch": 0},
+                                    {"n_new": 2, "n_cached": 0, "lm_head_tokens": 3},
+                                    {"n_new": 2, "n_cached": 5, "attn_len": 6},
+                                    {"n_new": 1.5, "n_cached": 0}])
+def test_invalid_arguments(kwargs):
+    with pytest.raises(ValueError):
+        forward_cost(load_model_preset("gpt2"), **kwargs)
+
+
+def _brute_force(spec, prompt, gen, batch, **kw):
+    """What estimate() must equal: every decode step priced at its own context."""
+    steps = [forward_cost(spec, 1, prompt + i - 1, batch, **kw) for i in range(1, gen)]
+    flops = sum(c.flops["total"] for c in steps)
+    nbytes = {k: sum(c.bytes[k] for c in steps) for k in ("weights", "kv_read", "kv_write", "activations")}
+    return flops, nbytes
+
+
+@pytest.mark.parametrize(("preset", "prompt", "gen", "batch", "extra"), [
+    ("smollm2-135m", 20, 50, 1, {}),
+    ("gpt2", 5, 2, 3, {}),
+    ("mistral-7b-v0.1", 4000, 300, 2, {}),  # the cache crosses the 4096 window mid-generation
+    ("llama-3.1-8b", 100, 40, 2, {"static_cache_len": 160}),
+])
+def test_estimate_sums_every_decode_step(preset, prompt, gen, batch, extra):
+    spec = load_model_preset(preset)
+    est = estimate(spec, prompt, gen, batch, "bf16", **extra)
+    kw = {"weight_dtype": "bf16", "attn_len": extra.get("static_cache_len")}
+    flops, nbytes = _brute_force(spec, prompt, gen, batch, **kw)
+    assert est["decode"]["flops"] == flops
+    assert {k: est["decode"]["bytes"][k] for k in nbytes} == nbytes
+    assert est["decode"]["bytes"]["total"] == sum(nbytes.values())
+    assert est["decode"]["steps"] == gen - 1
+    pre = forward_cost(spec, prompt, 0, batch, **kw)
+    assert est["prefill"]["flops"] == pre.flops["total"] and est["prefill"]["n_tokens"] == prompt
+
+
+def test_estimate_decode_kv_read_is_the_growing_sum_not_the_final_length():
+    spec = load_model_preset("smollm2-135m")
+    prompt, gen, batch = 30, 64, 4
+    est = estimate(spec, prompt, gen, batch, "fp32")
+    per_token = kv_bytes_per_token(spec, "fp32")
+    closed_form = per_token * batch * sum(prompt + i - 1 for i in range(1, gen))
+    assert est["decode"]["bytes"]["kv_read"] == closed_form
+    assert closed_form < per_token * batch * (prompt + gen - 1) * (gen - 1)  # the shortcut overprices
+    assert est["kv_bytes_per_token"] == 46_080
+    assert est["kv_bytes_final"] == per_token * (prompt + gen - 1) * batch
+    assert est["params"] == 134_515_008
+    assert est["prefill"]["bytes"]["kv_write"] == per_token * prompt * batch
+    assert est["decode"]["bytes"]["kv_write"] == per_token * (gen - 1) * batch
+
+
+def test_estimate_single_token_has_no_decode():
+    est = estimate(load_model_preset("gpt2"), 12, 1, 1, "fp32")
+    assert est["decode"]["steps"] == 0 and est["decode"]["flops"] == 0
+    assert all(v == 0 for v in est["decode"]["bytes"].values())
+    assert est["prefill"]["flops"] > 0
+    json.dumps(est)
+    assert "time_s" not in json.dumps(est)
+
+
+def test_estimate_window_caps_final_cache():
+    spec = load_model_preset("mistral-7b-v0.1")
+    est = estimate(spec, 5000, 10, 1, "bf16")
+    assert est["kv_bytes_final"] == kv_bytes_per_token(spec, "bf16") * 4095
+    assert math.isclose(est["kv_bytes_per_token"], 131_072)

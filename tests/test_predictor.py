@@ -1,0 +1,157 @@
+"""The latency predictor: fitting, robustness, persistence, the runner's annotator, `estimate`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from core import predictor as P
+from core.cost import forward_cost
+from core.hardware import load_hardware
+from core.runner import GenerationSettings, generate_trace
+from core.spec import load_model_preset, spec_from_config
+
+SMOL = load_model_preset("smollm2-135m")
+
+
+def _cpu_like() -> P.Predictor:
+    hw = replace(load_hardware("l4"), name="fake-cpu", measured=True)
+    return P.Predictor(hardware=hw, n_layers=SMOL.n_layers, dtype="fp32", overhead_s=0.005, bandwidth=8e9,
+                       peak=80e9)
+
+
+def _samples(pred: P.Predictor, coef: dict[str, float], noise: list[float] | None = None):
+    truth = replace(pred, coef=coef)
+    out = []
+    for i, (n, c) in enumerate([(n, 0) for n in (4, 16, 48, 128, 256)] + [(1, c) for c in range(10, 400, 25)]):
+        cost = forward_cost(SMOL, n, c).to_dict()
+        phase = "prefill" if c == 0 else "decode"
+        factor = noise[i] if noise and i < len(noise) else 1.0
+        out.append((cost, phase, truth.predict_s(cost, phase) * factor))
+    return out
+
+
+TRUE_COEF = {"overhead": 1.3, "memory": 0.9, "kv": 2.5, "compute": 1.4, "prefill_extra": 0.03}
+
+
+def test_fit_recovers_known_coefficients():
+    pred = _cpu_like()
+    fitted = P.fit(pred, _samples(pred, TRUE_COEF))
+    assert fitted.fitted
+    for sample in _samples(pred, TRUE_COEF):
+        assert fitted.predict_s(sample[0], sample[1]) == pytest.approx(sample[2], rel=1e-3)
+
+
+def test_fit_shrugs_off_a_few_slow_outliers():
+    pred = _cpu_like()
+    noisy = _samples(pred, TRUE_COEF, noise=[1.0, 3.0, 1.0, 1.0, 1.0, 2.5, 1.0, 1.0, 1.0, 4.0])
+    fitted = P.fit(pred, noisy)
+    clean = _samples(pred, TRUE_COEF)
+    errors = sorted(abs(fitted.predict_s(c, ph) - t) / t for c, ph, t in clean)
+    assert errors[len(errors) // 2] < 0.02  # the median forward is still predicted closely
+
+
+def test_fit_never_keeps_a_negative_coefficient():
+    pred = _cpu_like()
+    # Times that fall as the cache grows would need a negative KV term: it must be dropped.
+    samples = [(forward_cost(SMOL, 1, c).to_dict(), "decode", 0.08 - c * 1e-6) for c in range(10, 2000, 50)]
+    samples += [(forward_cost(SMOL, n, 0).to_dict(), "prefill", 0.05 + n * 0.003) for n in (8, 32, 64, 128, 256)]
+    fitted = P.fit(pred, samples)
+    assert all(v >= 0 for v in fitted.coef.values())
+    assert fitted.coef["kv"] == 0.0
+
+
+def test_fit_needs_enough_samples():
+    with pytest.raises(ValueError, match="at least"):
+        P.fit(_cpu_like(), _samples(_cpu_like(), TRUE_COEF)[:3])
+
+
+def test_naive_roofline_is_the_max_of_two_times():
+    pred = _cpu_like()
+    cost = forward_cost(SMOL, 1, 100)
+    assert pred.naive_s(cost) == pytest.approx(max(cost.flops["total"] / 80e9, cost.bytes["total"] / 8e9))
+
+
+def test_weight_stream_bandwidth_weighs_each_matrix_by_its_row_width():
+    assert P.weight_stream_bandwidth(SMOL, lambda k: 10e9) == pytest.approx(10e9)
+    slow_narrow = P.weight_stream_bandwidth(SMOL, lambda k: 5e9 if k < 1000 else 20e9)
+    assert 5e9 < slow_narrow < 20e9
+    # Only the down projection (1536-wide rows) streams fast, so the blend sits near the slow figure.
+    assert slow_narrow < 7e9
+
+
+def test_fit_round_trips_through_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    pred = _cpu_like()
+    fitted = P.fit(pred, _samples(pred, TRUE_COEF))
+    P.save_fit(fitted, SMOL)
+    loaded = P.load_fit(pred, SMOL)
+    assert loaded is not None and loaded.coef == fitted.coef
+    (tmp_path / "predictor-fit.json").write_text("{not json")
+    assert P.load_fit(pred, SMOL) is None
+
+
+def test_annotator_adds_cost_and_prediction_to_every_event(tiny_model):
+    spec = spec_from_config(tiny_model.config)
+    annotate = P.make_annotator(spec, _cpu_like(), "fp32")
+    settings = GenerationSettings(max_new_tokens=5, chat=False, stop_on_eos=False)
+    trace = generate_trace(tiny_model, "annotate", settings, annotate=annotate)
+    n_prompt = len(trace.prompt_token_ids)
+    assert trace.events[0].cost == forward_cost(spec, n_prompt, 0, lm_head_tokens=1).to_dict()
+    assert trace.events[2].cost["n_cached"] == n_prompt + 1
+    assert all(e.predicted_ms > 0 for e in trace.events)
+    # KV bytes the cost model says were written equal what landed in the real cache.
+    assert sum(e.cost["bytes"]["kv_write"] for e in trace.events) == trace.events[-1].kv_bytes
+    assert trace.events[-1].cost["bytes"]["kv_read"] == trace.events[-2].kv_bytes
+
+
+def test_static_cache_is_priced_over_its_allocated_length(tiny_model):
+    spec = spec_from_config(tiny_model.config)
+    annotate = P.make_annotator(spec, _cpu_like(), "fp32")
+    settings = GenerationSettings(max_new_tokens=4, chat=False, stop_on_eos=False, cache="static")
+    trace = generate_trace(tiny_model, "static", settings, annotate=annotate)
+    last = trace.events[-1]
+    assert last.cost["bytes"]["kv_read"] == last.kv_bytes_allocated - last.cost["bytes"]["kv_write"]
+
+
+def _estimate(*args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "core", "estimate", *args, "--json"], capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_estimate_cli_integrates_decode_step_by_step():
+    result = _estimate("--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--prompt-len", "512",
+                       "--gen-len", "128", "--batch", "4", "--dtype", "bf16")
+    assert result["params"] == 8_030_261_248
+    assert result["kv_bytes_per_token"] == 131_072
+    assert result["kv_bytes_final"] == 131_072 * (512 + 128 - 1) * 4
+    decode = result["decode"]
+    assert decode["steps"] == 127
+    assert decode["tpot_s"] == pytest.approx(decode["time_s"] / 127)
+    for phase in ("prefill", "decode"):
+        assert set(result[phase]["bytes"]) >= {"weights", "kv_read", "kv_write", "activations"}
+        assert result[phase]["time_s"] > 0 and result[phase]["flops"] > 0
+    # No step can beat streaming the weights once at the datasheet bandwidth.
+    weights = result["decode"]["bytes"]["weights"] / 127
+    assert decode["tpot_s"] > weights / 3.35e12
+
+
+def test_estimate_with_one_generated_token_has_no_decode():
+    result = _estimate("--model", "gpt2", "--hardware", "a100-80gb", "--prompt-len", "100", "--gen-len", "1")
+    assert result["decode"]["steps"] == 0 and result["decode"]["tpot_s"] is None
+    assert result["decode"]["time_s"] == 0
+
+
+def test_estimate_rejects_bad_input_without_a_traceback():
+    out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "../../etc/passwd", "--hardware",
+                          "h100-sxm", "--prompt-len", "1", "--gen-len", "1"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "gpt2", "--hardware", "tpu",
+                          "--prompt-len", "1", "--gen-len", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "valid names" in out.stderr
