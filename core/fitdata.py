@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.dtypes import normalize_dtype
 from core.predictor import Predictor, Sample, cost_for_event
 from core.runner import GenerationSettings, run
 from core.spec import spec_from_config
@@ -38,17 +39,11 @@ def measure_split(loaded, part: str, warmup: bool = True) -> list[dict]:
                                       stop_on_eos=False, record_kv_norms=False)
         for event in run(loaded, ids[:n], settings):
             n_new = event.positions[1] - event.positions[0]
-            cost = cost_for_event(spec, n_new, event.positions[0], 1, _short(dtype))
+            cost = cost_for_event(spec, n_new, event.positions[0], 1, normalize_dtype(dtype))
             rows.append({"phase": event.phase, "prompt_tokens": n, "n_new": n_new,
                          "n_cached": event.positions[0], "measured_s": event.latency_ms / 1000.0,
                          "cost": cost.to_dict()})
     return rows
-
-
-def _short(dtype: str) -> str:
-    from core.dtypes import normalize_dtype
-
-    return normalize_dtype(dtype)
 
 
 def samples(rows: list[dict]) -> list[Sample]:

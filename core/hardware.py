@@ -12,17 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.dtypes import normalize_dtype
+
 HOST = "host"
+# Dtypes with a peak rate in the presets (int4 has no matmul path of its own on this hardware).
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 
-# Names the rest of the code base uses for dtypes (torch names, "float32" from the runner settings).
-_DTYPE_ALIASES = {
-    "fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
-    "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16",
-    "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16",
-    "fp8": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-    "int8": "int8", "torch.int8": "int8",
-}
 
 
 def assets_dir() -> Path:
@@ -65,14 +60,6 @@ class HardwareSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """'float32', 'torch.bfloat16', torch.float16 ... -> one of DTYPES."""
-    key = str(dtype).strip().lower()
-    if key not in _DTYPE_ALIASES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
-    return _DTYPE_ALIASES[key]
 
 
 def _preset_names() -> list[str]:
