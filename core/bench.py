@@ -143,12 +143,11 @@ def bench_predictor(loaded) -> tuple[dict[str, Any], Any, list[dict]]:
     spec = spec_from_config(loaded.config)
     cal = calibrate.calibrate(force=True)
     base = predictor.host_predictor(spec, loaded.info.dtype, calibration=cal, use_fit=False)
-    _log("measuring the train split")
-    train = fitdata.measure_split(loaded, "train")
+    _log("measuring the train and held-out test splits (interleaved)")
+    rows = fitdata.measure_splits(loaded)
+    train, test = rows["train"], rows["test"]
     fitted = predictor.fit(base, fitdata.samples(train), label="bench train split")
     predictor.save_fit(fitted, spec)
-    _log("measuring the held-out test split")
-    test = fitdata.measure_split(loaded, "test", warmup=False)
     err = fitdata.errors(fitted, test)
     result = {
         "decode_error_median": _median(err["decode"]), "prefill_error_median": _median(err["prefill"]),

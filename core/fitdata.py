@@ -7,6 +7,7 @@ fitting and for measuring error, so a benchmark error is never measured on data 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from core.dtypes import normalize_dtype
@@ -21,28 +22,44 @@ def load_split() -> dict:
     return json.loads(SPLIT_PATH.read_text())
 
 
-def measure_split(loaded, part: str, warmup: bool = True) -> list[dict]:
-    """Run every prompt of one part of the split; return one row per forward with its cost."""
-    split = load_split()[part]
-    ids = loaded.tokenizer(split["passage"], add_special_tokens=False)["input_ids"]
+def measure_split(loaded, part: str, warmup: bool = True, repeats: int = 3) -> list[dict]:
+    """Measure one part of the split (see measure_splits for both, interleaved)."""
+    return measure_splits(loaded, (part,), warmup, repeats)[part]
+
+
+def measure_splits(loaded, parts: tuple[str, ...] = ("train", "test"), warmup: bool = True,
+                   repeats: int = 3) -> dict[str, list[dict]]:
+    """Run every prompt of the given parts; one row per forward with its cost.
+
+    Runs of the parts alternate in time, so a shared machine's drifting speed touches the fit and
+    the error measurement alike. Each run is repeated and every forward keeps the median of its
+    repeats: one forward can be slowed several-fold by another process, which no predictor knows.
+    """
+    split = load_split()
     spec = spec_from_config(loaded.config)
-    dtype = loaded.info.dtype
+    dtype = normalize_dtype(loaded.info.dtype)
+    quiet = {"chat": False, "stop_on_eos": False, "record_kv_norms": False}
+    passages = {p: loaded.tokenizer(split[p]["passage"], add_special_tokens=False)["input_ids"] for p in parts}
     if warmup:  # first forwards pay one-time allocation costs that no later run sees
-        list(run(loaded, ids[:8], GenerationSettings(max_new_tokens=4, chat=False, stop_on_eos=False,
-                                                      record_kv_norms=False)))
-    rows = []
-    for spec_run in split["runs"]:
+        list(run(loaded, passages[parts[0]][:8], GenerationSettings(max_new_tokens=4, **quiet)))
+    schedule = [(p, r) for i in range(max(len(split[p]["runs"]) for p in parts))
+                for p in parts for r in split[p]["runs"][i:i + 1]]
+    rows: dict[str, list[dict]] = {p: [] for p in parts}
+    for part, spec_run in schedule:
         n = int(spec_run["prompt_tokens"])
+        ids = passages[part]
         if n > len(ids):
             raise ValueError(f"split passage '{part}' has {len(ids)} tokens, run asks for {n}")
-        settings = GenerationSettings(max_new_tokens=int(spec_run["new_tokens"]), chat=False,
-                                      stop_on_eos=False, record_kv_norms=False)
-        for event in run(loaded, ids[:n], settings):
+        settings = GenerationSettings(max_new_tokens=int(spec_run["new_tokens"]), **quiet)
+        runs = [list(run(loaded, ids[:n], settings)) for _ in range(repeats)]
+        for events in zip(*runs, strict=True):
+            event = events[0]
             n_new = event.positions[1] - event.positions[0]
-            cost = cost_for_event(spec, n_new, event.positions[0], 1, normalize_dtype(dtype))
-            rows.append({"phase": event.phase, "prompt_tokens": n, "n_new": n_new,
-                         "n_cached": event.positions[0], "measured_s": event.latency_ms / 1000.0,
-                         "cost": cost.to_dict()})
+            cost = cost_for_event(spec, n_new, event.positions[0], 1, dtype)
+            times = [e.latency_ms / 1000.0 for e in events]
+            rows[part].append({"phase": event.phase, "prompt_tokens": n, "n_new": n_new,
+                               "n_cached": event.positions[0], "measured_s": statistics.median(times),
+                               "measured_spread_s": max(times) - min(times), "cost": cost.to_dict()})
     return rows
 
 

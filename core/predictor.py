@@ -29,6 +29,9 @@ from core.hardware import HardwareSpec
 from core.spec import ModelSpec
 
 TERMS = ("overhead", "memory", "kv", "compute", "prefill_extra")
+# The fixed overhead is measured directly by calibration and kept at 1.0: within one model every
+# forward streams the same weights, so a fitted overhead and a fitted memory term are collinear.
+FITTED_TERMS = ("memory", "kv", "compute", "prefill_extra")
 UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_extra": 0.0}
 
 # Datasheet presets: what fraction of the published roofline a well-tuned serving stack reaches,
@@ -160,23 +163,23 @@ def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "") -> Pre
     whose coefficient comes out negative is dropped and the rest refitted: a negative time would
     be a fit artefact, not physics.
     """
-    rows = []
+    rows, target = [], []
     for cost, phase, measured in samples:
         terms = predictor.terms_s(cost, phase)
-        rows.append([terms[k] / measured for k in TERMS])
-    if len(rows) < len(TERMS):
-        raise ValueError(f"need at least {len(TERMS)} measured forwards to fit, got {len(rows)}")
-    x = np.asarray(rows)
-    y = np.ones(len(rows))
-    active = [i for i in range(len(TERMS)) if np.any(x[:, i] != 0)]
+        rows.append([terms[k] / measured for k in FITTED_TERMS])
+        target.append(1.0 - terms["overhead"] / measured)
+    if len(rows) < len(FITTED_TERMS) + 1:
+        raise ValueError(f"need at least {len(FITTED_TERMS) + 1} measured forwards to fit, got {len(rows)}")
+    x, y = np.asarray(rows), np.asarray(target)
+    active = [i for i in range(len(FITTED_TERMS)) if np.any(x[:, i] != 0)]
     while True:
         solution = _irls_l1(x[:, active], y)
         if (solution >= 0).all():
             break
         active = [i for i, c in zip(active, solution, strict=True) if c > min(solution)]
-    coef = dict.fromkeys(TERMS, 0.0)
+    coef = {"overhead": 1.0, **dict.fromkeys(FITTED_TERMS, 0.0)}
     for i, c in zip(active, solution, strict=True):
-        coef[TERMS[i]] = float(c)
+        coef[FITTED_TERMS[i]] = float(c)
     return replace(predictor, coef=coef, fitted=True,
                    fit_info={"samples": len(rows), "label": label, "coef": coef})
 

@@ -35,7 +35,7 @@ def _samples(pred: P.Predictor, coef: dict[str, float], noise: list[float] | Non
     return out
 
 
-TRUE_COEF = {"overhead": 1.3, "memory": 0.9, "kv": 2.5, "compute": 1.4, "prefill_extra": 0.03}
+TRUE_COEF = {"overhead": 1.0, "memory": 0.9, "kv": 2.5, "compute": 1.4, "prefill_extra": 0.03}
 
 
 def test_fit_recovers_known_coefficients():
