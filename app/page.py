@@ -1,51 +1,93 @@
-"""The page: a prompt, a Generate button, and the model's answer."""
+"""The page, top to bottom in lesson order. Thin: it lays out sections that live in their own modules.
+
+The title and the short definition are drawn before anything heavy is imported, so the first
+paint does not wait for torch; the model loads once per server behind a spinner.
+"""
 
 from __future__ import annotations
 
-import html
-
 import streamlit as st
 
-from app import model_service
+from app import state
 
-EXAMPLES = [
-    "Explain in two sentences why the sky is blue.",
-    "Write a haiku about a GPU waiting for memory.",
-    "List three facts about the Moon.",
-]
+PAGE_CSS = """
+<style>
+  .block-container { padding-top: 2.2rem; max-width: 1500px; }
+  .stMarkdown p, .stMarkdown li { font-size: 1.02rem; line-height: 1.55; }
+</style>
+"""
 
 
 def render() -> None:
+    state.begin_full_pass()
+    st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title("Prefill & Decode Lab")
-    st.caption("A real language model (SmolLM2-135M-Instruct) runs on this server while you watch.")
-    with st.spinner("Loading the model (the first start prepares it once)…"):
+    st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
+               "Every number is either **measured** on this run or **computed** by the cost model, and says so.")
+    from app import lesson  # after the title: pulls in plotly
+
+    st.markdown(lesson.text("intro"))
+    with st.spinner("Loading the model (the first start of a server prepares it once)…"):
         try:
-            loaded = model_service.get_model()
+            from app.model_service import get_model
+
+            loaded = get_model()
         except Exception as exc:  # shown to the reader, never as a traceback
             st.error(f"The model could not be loaded: {exc}")
             return
-    from core.runner import GenerationSettings, SettingsError, generate_trace
+    _inputs(loaded)
+    from app.live_section import live_view
 
-    prompt = st.text_area("Prompt", value=st.session_state.get("prompt", EXAMPLES[0]), key="prompt",
-                          max_chars=20_000)
-    max_new = st.slider("Max new tokens", 1, 256, 48, key="max_new_tokens")
-    if st.button("Generate", type="primary", key="generate"):
-        if not prompt.strip():
-            st.warning("Type a prompt first: the model needs at least one token to start from.")
+    st.divider()
+    live_view(loaded.config)
+    _after_run(loaded)
+
+
+def _inputs(loaded) -> None:
+    from app import controls
+    from app.model_service import get_queue
+    from app.runs import GenerationRun
+
+    generate, stop = controls.render_inputs()
+    run = state.current_run()
+    if stop and run is not None and run.active:
+        run.stop()
+        st.toast("Stopping after the current step…")
+    if generate:
+        prepared = controls.prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
+        if isinstance(prepared, str):
+            st.warning(prepared)
             return
-        try:
-            with model_service.RUN_LOCK:
-                trace = generate_trace(loaded, prompt, GenerationSettings(max_new_tokens=max_new))
-        except SettingsError as exc:
-            st.warning(str(exc))
-            return
-        st.session_state["last_text"] = trace.generated_text
-        st.session_state["last_info"] = (
-            f"{len(trace.prompt_token_ids)} prompt tokens · TTFT {trace.events[0].latency_ms:.0f} ms "
-            f"(measured) · {len(trace.events)} tokens · weights: {trace.model['weights_source']}")
-    if "last_text" in st.session_state:
-        st.markdown(
-            f'<div class="pd-output" data-testid="pd-output" style="white-space:pre-wrap">'
-            f"{html.escape(st.session_state['last_text'])}</div>",
-            unsafe_allow_html=True)
-        st.caption(st.session_state["last_info"])
+        settings, prompt_ids = prepared
+        new = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings)
+        state.set_run(new)
+        new.start()
+
+
+def _after_run(loaded) -> None:
+    from app import after_run, lesson, panels
+
+    run = state.current_run()
+    finished = run is not None and not run.active and bool(run.events)
+    if finished:
+        st.divider()
+        after_run.render_answer(run)
+        after_run.render_layer_detail(run)
+    st.divider()
+    ctx = run.ctx if run is not None and run.ctx is not None else _model_context(loaded)
+    st.markdown(lesson.text("formulas", lesson.values_for(run.events if run else [], ctx)))
+    after_run.render_crossover(run.events if run else [], ctx)
+    panels.compare_panel(loaded)
+    st.divider()
+    panels.batching_panel(loaded)
+    st.divider()
+    st.markdown(lesson.text("serving"))
+    panels.about_panel(loaded)
+
+
+def _model_context(loaded):
+    """A figure context with no prompt: enough for the formulas and the crossover chart before a run."""
+    from app.context import build_context
+    from app.model_service import cached_ceilings
+
+    return build_context(loaded, [], 1, 1, "dynamic", cached_ceilings())

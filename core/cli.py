@@ -46,15 +46,15 @@ def cmd_generate(args) -> int:
         top_p=args.top_p, seed=args.seed, chat=args.chat, cache=args.cache, batch=args.batch,
         stop_on_eos=not args.ignore_eos, record_kv_norms=not args.no_kv_norms).validated()
     loaded = _load(args)
-    annotate = None
-    try:
-        from core.predictor import default_annotator
+    from core.predictor import host_predictor, make_annotator
+    from core.spec import spec_from_config
 
-        annotate = default_annotator(loaded, settings)
-    except ImportError:
-        pass
+    spec = spec_from_config(loaded.config)
+    predictor = host_predictor(spec, loaded.info.dtype)
+    annotate = make_annotator(spec, predictor, predictor.dtype)
     if args.json:
         trace = generate_trace(loaded, args.prompt, settings, annotate=annotate)
+        trace.hardware = predictor.describe()
         print(trace.to_json())
     else:
         def show(event) -> None:

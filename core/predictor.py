@@ -38,7 +38,7 @@ UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_
 # and launch overhead per layer. Assumptions, not measurements: they are shown as such.
 PRESET_ASSUMPTIONS = {"bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overhead_layer_s": 20e-6,
                       "overhead_step_s": 100e-6}
-FIT_FORMAT = 1
+FIT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,10 @@ def _fit_path() -> Path:
 
 def _fit_key(predictor: Predictor, spec: ModelSpec) -> str:
     fp = predictor.hardware.calibration.get("fingerprint") if predictor.hardware.calibration else None
-    return json.dumps({"fingerprint": fp, "model": spec.name, "layers": spec.n_layers,
-                       "hidden": spec.hidden, "dtype": predictor.dtype}, sort_keys=True)
+    # The architecture, not the name: a model's name is often the folder it was loaded from.
+    shape = {k: getattr(spec, k) for k in ("model_type", "n_layers", "hidden", "n_heads", "n_kv_heads",
+                                            "head_dim", "mlp_width", "vocab", "tied_embeddings")}
+    return json.dumps({"fingerprint": fp, "model": shape, "dtype": predictor.dtype}, sort_keys=True)
 
 
 def save_fit(predictor: Predictor, spec: ModelSpec) -> None:
@@ -224,6 +226,8 @@ def load_fit(predictor: Predictor, spec: ModelSpec) -> Predictor | None:
     """The saved fit for this machine, model and dtype; None when absent or unreadable."""
     try:
         entries = json.loads(_fit_path().read_text())
+        if entries.get("format") != FIT_FORMAT:
+            return None
         entry = entries[_fit_key(predictor, spec)]
         coef = {k: float(entry["coef"][k]) for k in TERMS}
     except (OSError, ValueError, KeyError, TypeError):
