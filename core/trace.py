@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 TRACE_VERSION = 1
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 PHASES = ("prefill", "decode")
+# Traces recorded from the embedded model by scripts/record_traces.py, shown when the model is not ready.
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 
 
 class TraceError(ValueError):
@@ -83,6 +86,38 @@ class Trace:
         except (ValueError, UnicodeDecodeError) as exc:
             raise TraceError(f"not valid JSON ({exc}); the file may be truncated") from exc
         return _parse(data)
+
+    def summary(self) -> dict[str, Any]:
+        """The headline figures of a run, for a trace picker or a caption (None where not recorded)."""
+        decode = [e.latency_ms for e in self.events if e.phase == "decode"]
+        prefill = next((e for e in self.events if e.phase == "prefill"), None)
+        return {
+            "model": self.model.get("id"), "weights_source": self.model.get("weights_source"),
+            "prompt_tokens": len(self.prompt_token_ids), "generated_tokens": len(self.events),
+            "ttft_ms": prefill.latency_ms if prefill else None,
+            "tpot_ms": sum(decode) / len(decode) if decode else None,
+            "stop_reason": self.stop_reason,
+            "hardware": (self.hardware or {}).get("hardware"),
+        }
+
+
+def load_trace_file(data: bytes | str) -> Trace:
+    """A trace from a file's content (an upload or a bundled file); TraceError says what is wrong."""
+    if not data:
+        raise TraceError("the file is empty")
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"trace is {len(data) / 1e6:.1f} MB, over the {MAX_TRACE_BYTES / 1e6:.0f} MB limit")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")  # tolerate the byte-order mark some editors add
+        except UnicodeDecodeError:
+            raise TraceError("the file is not UTF-8 text; a trace is a .json file saved by this app") from None
+    return Trace.from_json(data)
+
+
+def bundled_traces() -> dict[str, Path]:
+    """Bundled trace files by name (file stem), sorted; empty when none are installed."""
+    return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*.json"))}
 
 
 _EVENT_REQUIRED = {"phase": str, "positions": list, "token_id": int, "token_text": str,
