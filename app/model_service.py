@@ -7,13 +7,14 @@ machine by core (and cached on disk by it).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import streamlit as st
 
 from app.context import Ceilings
-from app.jobs import RunQueue
+from app.jobs import Job, RunQueue
 
 _ceilings_lock = threading.Lock()
 _ceilings: Ceilings | None = None
@@ -24,7 +25,29 @@ def get_model():
     """Load the default model once per server process (preparing it on first use)."""
     from core.model import load_default
 
-    return load_default()
+    loaded = load_default()
+    _keep_gc_off_the_model()
+    return loaded
+
+
+def _keep_gc_off_the_model() -> None:
+    """Stop Python's garbage collector from stalling generation.
+
+    Streamlit runs a full `gc.collect()` after every script run, fragment reruns included; with
+    torch and transformers loaded that walks ~450k objects and took ~300 ms here, holding the GIL
+    that the model thread needs between kernels: at five fragment passes a second, decode steps
+    went from ~85 ms to several seconds. So the long-lived objects loaded so far are frozen out of
+    collection, and the per-run collection is switched off (the live view makes no cycles worth it).
+    """
+    import gc
+
+    from streamlit import config
+
+    gc.collect()
+    gc.freeze()
+    # an option this Streamlit may not have: freezing alone keeps collections short
+    with contextlib.suppress(Exception):
+        config.set_option("runner.postScriptGC", False)
 
 
 @st.cache_resource(show_spinner=False)
@@ -69,3 +92,34 @@ def make_annotator(loaded: Any, settings: Any):
         return default_annotator(loaded, settings)
     except Exception:  # a model core cannot price: the page shows measured numbers only
         return None
+
+
+class CalibrationJob(Job):
+    """Measures the ceilings (and warms core's predictor) once, queued like any run, right after the
+    model loads, so a reader's first Generate rarely waits for it. Never abandoned: it serves everyone."""
+
+    kind = "calibrate"
+
+    def __init__(self, queue: RunQueue, loaded: Any) -> None:
+        super().__init__(queue)
+        self.loaded = loaded
+
+    def should_stop(self) -> bool:
+        return False
+
+    def work(self) -> None:
+        self.progress = "measuring this machine's ceilings (once per server)…"
+        get_ceilings()
+        from core.runner import GenerationSettings
+
+        make_annotator(self.loaded, GenerationSettings())
+
+
+_calibration_job: CalibrationJob | None = None
+
+
+def start_calibration(loaded: Any) -> None:
+    global _calibration_job
+    with _ceilings_lock:
+        if _calibration_job is None:
+            _calibration_job = CalibrationJob(get_queue(), loaded).start()

@@ -35,6 +35,9 @@ def render() -> None:
         except Exception as exc:  # shown to the reader, never as a traceback
             st.error(f"The model could not be loaded: {exc}")
             return
+    from app.model_service import start_calibration
+
+    start_calibration(loaded)
     _inputs(loaded)
     from app.live_section import live_view
 
@@ -45,23 +48,8 @@ def render() -> None:
 
 def _inputs(loaded) -> None:
     from app import controls
-    from app.model_service import get_queue
-    from app.runs import GenerationRun
 
-    generate, stop = controls.render_inputs()
-    run = state.current_run()
-    if stop and run is not None and run.active:
-        run.stop()
-        st.toast("Stopping after the current step…")
-    if generate:
-        prepared = controls.prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
-        if isinstance(prepared, str):
-            st.warning(prepared)
-            return
-        settings, prompt_ids = prepared
-        new = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings)
-        state.set_run(new)
-        new.start()
+    controls.render_inputs(loaded)
 
 
 def _after_run(loaded) -> None:

@@ -1,7 +1,9 @@
-"""The page through Streamlit's AppTest: it loads the real model and shows escaped output."""
+"""The page through Streamlit's AppTest: it loads the real model, runs in the background, and
+shows escaped output; bad input is a message, never a traceback."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -19,15 +21,33 @@ def _app() -> AppTest:
     return at
 
 
+def _wait_for_run(at: AppTest, timeout: float = 200) -> object:
+    """Runs happen in a thread; AppTest cannot see the fragment's timer, so poll like the browser does."""
+    run = at.session_state["pd_run"]
+    deadline = time.time() + timeout
+    while run.active and time.time() < deadline:
+        run.touch()
+        time.sleep(0.3)
+    assert not run.active, f"run still {run.status}"
+    at.run()
+    assert not at.exception, at.exception
+    return run
+
+
 def test_generate_shows_the_answer():
     at = _app()
     at.text_area(key="prompt").set_value("What is the capital of France?")
     at.slider(key="max_new_tokens").set_value(12)
     at.button(key="generate").click().run()
     assert not at.exception
+    run = _wait_for_run(at)
+    assert run.status == "done"
     assert "Paris" in at.session_state["last_text"]
     html = "".join(m.value for m in at.markdown)
     assert "pd-output" in html
+    # the after-run sections and the lesson text filled from this run
+    assert any("ONE forward pass" in m.value or "one forward pass" in m.value for m in at.markdown)
+    assert f"**{len(run.prompt_ids)} prompt positions**" in "".join(m.value for m in at.markdown)
 
 
 def test_empty_prompt_is_a_warning_not_a_crash():
@@ -36,3 +56,33 @@ def test_empty_prompt_is_a_warning_not_a_crash():
     at.button(key="generate").click().run()
     assert not at.exception
     assert any("prompt" in w.value.lower() for w in at.warning)
+    assert at.session_state["pd_run"] is None if "pd_run" in at.session_state else True
+
+
+def test_too_long_prompt_is_a_clear_message():
+    at = _app()
+    at.text_area(key="prompt").set_value("token " * 1500)
+    at.button(key="generate").click().run()
+    assert not at.exception
+    assert any("at most 1,024" in w.value for w in at.warning)
+
+
+def test_stop_mid_run_leaves_a_consistent_page():
+    at = _app()
+    at.slider(key="max_new_tokens").set_value(200)
+    at.button(key="generate").click().run()
+    run = at.session_state["pd_run"]
+    deadline = time.time() + 120
+    while len(run.events) < 3 and time.time() < deadline:
+        run.touch()
+        time.sleep(0.2)
+    at.button(key="stop").click().run()
+    assert not at.exception
+    run = _wait_for_run(at)
+    assert run.status == "stopped" and 3 <= len(run.events) < 200
+    assert at.session_state["last_text"] == run.generated_text
+    # a second Generate after a stop starts a fresh run
+    at.slider(key="max_new_tokens").set_value(4)
+    at.button(key="generate").click().run()
+    second = _wait_for_run(at)
+    assert second is not run and second.status == "done" and not run.alive

@@ -1,0 +1,58 @@
+"""What the page shows once a run has ended: the answer, the per-layer GQA detail, the crossover chart.
+
+These are ordinary Streamlit elements drawn on full script runs only, so they cost nothing while
+the live view animates.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import streamlit as st
+
+from app import figures, lesson, state
+
+
+def render_answer(run: Any) -> None:
+    text = run.generated_text
+    st.session_state["last_text"] = text
+    st.markdown("#### The answer")
+    st.markdown(f'<div class="pd-output" data-testid="pd-output" style="white-space:pre-wrap;'
+                f'border-left:6px solid #0072B2;padding:0.4rem 0.8rem">{html.escape(text) or "∅"}</div>',
+                unsafe_allow_html=True)
+    e0 = run.events[0]
+    info = (f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
+            f"(measured) · cache: {run.settings.cache} · weights: {run.loaded.info.weights_source}")
+    st.session_state["last_info"] = info
+    st.caption(info)
+    st.download_button("Download this run's trace (JSON)", run.trace().to_json(), file_name="pdlab-trace.json",
+                       mime="application/json", key="download_trace")
+
+
+def render_layer_detail(run: Any) -> None:
+    ctx = run.ctx
+    if ctx is None or ctx.cache == "none" or not run.events or not run.events[0].kv_norms:
+        return
+    st.markdown("#### Inside one layer: grouped-query attention")
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c2:
+        layer = st.slider("Layer", 0, ctx.n_layers - 1, key=state.LAYER)
+        which = st.radio("Vectors", ["key", "value"], key=state.KV_WHICH, horizontal=True)
+        g = ctx.group_size
+        st.markdown(
+            f"This model has **{ctx.n_heads} query heads** but stores only **{ctx.n_kv_heads} KV heads** per layer: "
+            f"each KV head is shared by {g} query heads (grouped-query attention). The cache therefore holds "
+            f"{ctx.n_kv_heads} × {ctx.head_dim} numbers per layer for keys and as many for values, "
+            f"{figures.fmt_bytes(ctx.kv_bytes_per_cell)} per position and layer, {ctx.n_heads // ctx.n_kv_heads}× "
+            f"less than if every query head had its own (computed from the model's config).")
+    with c1:
+        st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
+
+
+def render_crossover(events: list, ctx: Any) -> None:
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c1:
+        st.plotly_chart(figures.crossover_figure(ctx), key="crossover")
+    with c2:
+        st.markdown(lesson.text("q3_cache_latency", lesson.values_for(events, ctx)))

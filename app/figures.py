@@ -1,0 +1,361 @@
+"""Figure builders: plain functions from a run's events (and its context) to Plotly figures.
+
+Each live chart is a base figure plus one patch per event (app.patches), so the browser can draw
+a run step by step with Plotly.react while the same code builds the whole figure for tests,
+tables and replays. Nothing here touches Streamlit or the model.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import plotly.graph_objects as go
+
+from app import palette as pal
+from app.context import RunContext
+from app.patches import Patch, apply_patch
+from core.trace import Event
+
+MB = 1e6
+LIVE_CHARTS = ("kv", "latency", "traffic", "roofline")
+
+
+def esc(text: str) -> str:
+    """Escape a token for Plotly's pseudo-HTML labels, with whitespace made visible."""
+    return html.escape(text).replace("\n", "↵").replace("\t", "⇥") or "∅"
+
+
+def position_tokens(events: list[Event], ctx: RunContext) -> list[str]:
+    """The token held at each cache position: the prompt, then each generated token fed back."""
+    return list(ctx.prompt_tokens) + [e.token_text for e in events[:-1]]
+
+
+def _token_at(events: list[Event], ctx: RunContext, pos: int) -> str:
+    if pos < ctx.prompt_len:
+        return ctx.prompt_tokens[pos]
+    i = pos - ctx.prompt_len
+    return events[i].token_text if i < len(events) else ""
+
+
+# --- KV cache grid --------------------------------------------------------------------------
+
+def _mean_heads(per_head: list[list[float]], i: int) -> float:
+    return round(sum(h[i] for h in per_head) / len(per_head), 3)
+
+
+def kv_base(ctx: RunContext) -> dict[str, Any]:
+    rows = ctx.n_layers
+    cell = ctx.kv_bytes_per_cell
+    hover = ("position %{x} · layer %{y}<br>token: %{customdata[0]}<br>written by: %{customdata[1]}"
+             "<br>key norm (mean of " + str(ctx.n_kv_heads) + " KV heads): %{z:.2f}"
+             f"<br>bytes in this cell: {cell:,} (K+V, {ctx.n_kv_heads} heads × {ctx.head_dim} × "
+             f"{ctx.dtype_bytes} B{' × batch ' + str(ctx.batch) if ctx.batch > 1 else ''})<extra></extra>")
+    trace = {"type": "heatmap", "x": [], "z": [[] for _ in range(rows)], "customdata": [[] for _ in range(rows)],
+             "y": list(range(rows)), "colorscale": pal.HEATMAP_SCALE, "hovertemplate": hover,
+             "colorbar": {"title": {"text": "‖k‖", "side": "right"}, "thickness": 12},
+             "name": "key norms (measured)"}
+    layout = pal.base_layout(_kv_title(0, 0, ctx), height=max(320, 60 + 11 * rows + 60),
+                             margin={"l": 60, "r": 20, "t": 95, "b": 60})
+    layout["xaxis"] = {"title": {"text": "cache position (token)"},
+                       "range": [-0.5, max(ctx.max_positions, 1) - 0.5], "showgrid": False, "zeroline": False}
+    layout["yaxis"] = {"title": {"text": "layer"}, "autorange": "reversed", "showgrid": False,
+                       "zeroline": False, "dtick": 5 if rows > 10 else 1}
+    if ctx.cache == "none":
+        layout["annotations"] = [_note("No cache in this run: nothing is stored, so every step recomputes "
+                                       "keys and values for the whole sequence.", 0.5, 0.5)]
+    return {"data": [trace], "layout": layout}
+
+
+def _kv_title(columns: int, nbytes: int, ctx: RunContext) -> str:
+    if ctx.cache == "none":
+        return "KV cache: none (cache off)"
+    return (f"KV cache, measured from the model's cache tensors: {columns} positions × {ctx.n_layers} layers"
+            f" · {fmt_bytes(nbytes)}")
+
+
+def _note(text: str, x: float, y: float, **extra: Any) -> dict[str, Any]:
+    note = {"text": text, "x": x, "y": y, "xref": "paper", "yref": "paper", "showarrow": False,
+            "font": {"size": 12}}
+    note.update(extra)
+    return note
+
+
+def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
+    e = events[k]
+    if not e.kv_norms or ctx.cache == "none":
+        return {}
+    first, last = e.positions
+    keys = e.kv_norms["key"]
+    cols = list(range(first, last))
+    who = "prefill (one pass)" if e.phase == "prefill" else f"decode step {e.step}"
+    z = [[_mean_heads(keys[layer], i) for i in range(len(cols))] for layer in range(len(keys))]
+    custom = [[[esc(_token_at(events, ctx, p)), who] for p in cols] for _ in keys]
+    patch: Patch = {"cols": {"0": {"x": cols, "z": z, "customdata": custom}},
+                    "layout": {"title.text": _kv_title(e.kv_seq_len, e.kv_bytes, ctx)}}
+    p = ctx.prompt_len
+    notes = [_note(f"■ prefill: {p} positions written in ONE parallel forward pass", 0, 1.04,
+                   yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.PREFILL})]
+    shapes = [{"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": p - 0.5, "y0": 1.0, "y1": 1.03,
+               "fillcolor": pal.PREFILL, "line": {"width": 0}}]
+    decoded = e.kv_seq_len - p
+    if decoded > 0:
+        notes.append(_note(f"■ decode: +1 column per step ({decoded} so far)", 1, 1.04, yanchor="bottom",
+                           xanchor="right", font={"size": 12, "color": pal.DECODE}))
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": p - 0.5, "x1": e.kv_seq_len - 0.5,
+                       "y0": 1.0, "y1": 1.03, "fillcolor": pal.DECODE, "line": {"width": 0}})
+    patch["layout"]["annotations"] = notes
+    patch["layout"]["shapes"] = shapes
+    return patch
+
+
+# --- latency per token ----------------------------------------------------------------------
+
+def latency_base(ctx: RunContext) -> dict[str, Any]:
+    data = [
+        {"type": "bar", "x": [], "y": [], "name": "prefill = time to first token (measured)",
+         "marker": {"color": pal.PREFILL}, "width": 0.8, "yaxis": "y",
+         "hovertemplate": "prefill of %{customdata} tokens: %{y:.1f} ms measured<extra></extra>", "customdata": []},
+        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "decode step (measured)",
+         "marker": {"color": pal.MEASURED, "size": 6}, "line": {"color": pal.MEASURED, "width": 1.5},
+         "hovertemplate": "step %{x}: %{y:.1f} ms measured<br>token: %{customdata}<extra></extra>",
+         "customdata": []},
+        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "predicted (core.predictor)",
+         "marker": {"color": pal.PREDICTED, "size": 7, "symbol": "circle-open"},
+         "line": {"color": pal.PREDICTED, "width": 1.5, "dash": "dash"},
+         "hovertemplate": "step %{x}: %{y:.1f} ms predicted<extra></extra>"},
+        {"type": "bar", "x": [], "y": [], "name": "prediction error (%)", "marker": {"color": pal.GREY},
+         "yaxis": "y2", "showlegend": False,
+         "hovertemplate": "step %{x}: predicted is %{y:+.0f}% vs measured<extra></extra>"},
+    ]
+    layout = pal.base_layout("Latency per token: prefill once, then one decode step per token", height=400)
+    layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill, then decode steps)"}, "anchor": "y2",
+                       "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
+    layout["yaxis"] = {"title": {"text": "ms"}, "domain": [0.34, 1.0], "rangemode": "tozero"}
+    layout["yaxis2"] = {"title": {"text": "error %"}, "domain": [0.0, 0.22], "zeroline": True}
+    return {"data": data, "layout": layout}
+
+
+def prediction_error_pct(e: Event) -> float | None:
+    """(predicted - measured) / measured in percent; None without a prediction."""
+    if e.predicted_ms is None or e.latency_ms <= 0:
+        return None
+    return round(100.0 * (e.predicted_ms - e.latency_ms) / e.latency_ms, 1)
+
+
+def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
+    e = events[k]
+    append: dict[str, Any] = {}
+    if e.phase == "prefill":
+        append["0"] = {"x": [k], "y": [e.latency_ms], "customdata": [e.n_new]}
+    else:
+        append["1"] = {"x": [k], "y": [e.latency_ms], "customdata": [esc(e.token_text)]}
+    if e.predicted_ms is not None:
+        append["2"] = {"x": [k], "y": [e.predicted_ms]}
+        append["3"] = {"x": [k], "y": [prediction_error_pct(e)]}
+    errors = [abs(x) for x in (prediction_error_pct(ev) for ev in events[1:k + 1]) if x is not None]
+    title = "Latency per token: prefill once, then one decode step per token"
+    if errors:
+        title += f" · median |prediction error| on decode {statistics.median(errors):.0f}%"
+    return {"append": append, "layout": {"title.text": title}}
+
+
+# --- memory traffic per step ----------------------------------------------------------------
+
+TRAFFIC_PARTS = (("weights", "weights read", pal.WEIGHTS), ("kv_read", "KV cache read", pal.KV_READ),
+                 ("kv_write", "KV cache written", pal.KV_WRITE))
+
+
+def traffic_base(ctx: RunContext) -> dict[str, Any]:
+    data = [{"type": "bar", "x": [], "y": [], "name": label + " (computed)", "marker": {"color": color},
+             "hovertemplate": "step %{x}: %{y:.2f} MB " + label + "<extra></extra>"}
+            for _, label, color in TRAFFIC_PARTS]
+    data.append({"type": "scatter", "mode": "lines", "x": [], "y": [], "yaxis": "y2",
+                 "name": "cumulative bytes (computed)", "line": {"color": pal.PURPLE, "width": 2},
+                 "hovertemplate": "after step %{x}: %{y:.1f} MB moved in total<extra></extra>"})
+    layout = pal.base_layout("Memory traffic per forward (core.cost: bytes each step must move)", height=360,
+                             barmode="stack")
+    layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill)"},
+                       "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
+    layout["yaxis"] = {"title": {"text": "MB per step"}, "rangemode": "tozero"}
+    layout["yaxis2"] = {"title": {"text": "MB total"}, "overlaying": "y", "side": "right", "showgrid": False,
+                        "rangemode": "tozero"}
+    return {"data": data, "layout": layout}
+
+
+def traffic_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
+    e = events[k]
+    if not e.cost:
+        return {}
+    b = e.cost["bytes"]
+    append = {str(i): {"x": [k], "y": [round(b[key] / MB, 4)]} for i, (key, _, _) in enumerate(TRAFFIC_PARTS)}
+    total = sum((ev.cost or {}).get("bytes", {}).get("total", 0) for ev in events[:k + 1])
+    append["3"] = {"x": [k], "y": [round(total / MB, 3)]}
+    return {"append": append}
+
+
+def crossover_tokens(weight_bytes: int, kv_bytes_per_token: int, batch: int) -> float:
+    """Context length where one decode step's KV reads equal its weight reads: W / (kv per token x batch)."""
+    return weight_bytes / (kv_bytes_per_token * batch)
+
+
+def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> go.Figure:
+    """Per decode step, weight bytes (flat) against KV bytes read (growing with context and batch)."""
+    fig = go.Figure()
+    if not ctx.weight_bytes:
+        fig.update_layout(**pal.base_layout("Weights vs KV traffic: not priced for this model"))
+        return fig
+    x_max = max(2 * ctx.context_window, 16384)
+    xs = [0, x_max]
+    fig.add_scatter(x=xs, y=[ctx.weight_bytes / MB] * 2, mode="lines", name="weights read per step (computed)",
+                    line={"color": pal.WEIGHTS, "width": 3})
+    colors = (pal.KV_READ, pal.PURPLE, pal.GREEN, pal.ORANGE)
+    for b, color in zip(batches, colors, strict=False):
+        fig.add_scatter(x=xs, y=[0, x_max * ctx.kv_bytes_per_token * b / MB], mode="lines",
+                        name=f"KV read per step, batch {b}", line={"color": color, "dash": "dash"})
+        cross = crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
+        fig.add_scatter(x=[cross], y=[ctx.weight_bytes / MB], mode="markers+text", showlegend=False,
+                        marker={"color": color, "size": 10}, text=[f"{cross:,.0f} tokens"],
+                        textposition="top left" if b > 1 else "bottom right",
+                        hovertemplate=f"batch {b}: KV traffic overtakes weights at %{{x:,.0f}} tokens<extra></extra>")
+    fig.add_vline(x=ctx.context_window, line={"color": pal.GREY, "dash": "dot"},
+                  annotation_text=f"context window {ctx.context_window:,}", annotation_position="top")
+    fig.update_layout(**pal.base_layout("Where KV traffic would overtake weight traffic (computed, per decode step)",
+                                        height=360))
+    fig.update_xaxes(title_text="context length (tokens in the cache)", range=[0, x_max])
+    fig.update_yaxes(title_text="MB read per decode step", range=[0, 3 * ctx.weight_bytes / MB])
+    return fig
+
+
+# --- roofline -------------------------------------------------------------------------------
+
+def roofline_base(ctx: RunContext) -> dict[str, Any]:
+    c = ctx.ceilings
+    roof: dict[str, Any] = {"type": "scatter", "mode": "lines", "x": [], "y": [], "name": "this machine's roof (calibrated)",
+                            "line": {"color": pal.GREY, "width": 3}, "hoverinfo": "skip"}
+    notes = []
+    if c.bandwidth and c.peak_flops:
+        ridge = c.peak_flops / c.bandwidth
+        lo, hi = 0.05, 5000.0
+        roof["x"] = [lo, ridge, hi]
+        roof["y"] = [c.bandwidth * lo, c.peak_flops, c.peak_flops]
+        notes = [
+            {"text": f"compute roof {c.peak_flops / 1e9:.0f} GFLOP/s", "x": math.log10(hi), "y": math.log10(c.peak_flops),
+             "xanchor": "right", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}},
+            {"text": f"bandwidth slope {c.bandwidth / 1e9:.1f} GB/s", "x": math.log10(lo * 4),
+             "y": math.log10(c.bandwidth * lo * 4), "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+             "textangle": -28, "font": {"size": 12}},
+        ]
+    point = "intensity %{x:.2f} FLOP/B · %{y:.3s}FLOP/s<br>%{customdata}<extra></extra>"
+    data = [
+        roof,
+        {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "prefill (measured time)",
+         "marker": {"color": pal.PREFILL, "size": 14, "symbol": "diamond"}, "hovertemplate": point, "customdata": []},
+        {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "decode steps (measured time)",
+         "marker": {"color": pal.DECODE, "size": 7, "opacity": 0.7}, "hovertemplate": point, "customdata": []},
+        {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "same forwards, predicted time",
+         "marker": {"color": pal.PREDICTED, "size": 8, "symbol": "circle-open"}, "hovertemplate": point,
+         "customdata": []},
+    ]
+    title = "Roofline of this machine: achieved FLOP/s = FLOPs (computed) ÷ time"
+    if not c.bandwidth:
+        title += " (machine not calibrated: no roof)"
+    layout = pal.base_layout(title, height=400, annotations=notes)
+    layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
+                       "range": [math.log10(0.05), math.log10(5000)]}
+    layout["yaxis"] = {"type": "log", "title": {"text": "FLOP/s"},
+                       "range": [8, math.log10((c.peak_flops or 1e11) * 3)]}
+    return {"data": data, "layout": layout}
+
+
+def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
+    e = events[k]
+    if not e.cost or e.latency_ms <= 0:
+        return {}
+    flops, nbytes = e.cost["flops"]["total"], e.cost["bytes"]["total"]
+    x = round(flops / nbytes, 4)
+    label = "prefill" if e.phase == "prefill" else f"decode step {k}"
+    append = {"1" if e.phase == "prefill" else "2": {"x": [x], "y": [round(flops / (e.latency_ms / 1e3))],
+                                                      "customdata": [f"{label}, measured {e.latency_ms:.1f} ms"]}}
+    if e.predicted_ms:
+        append["3"] = {"x": [x], "y": [round(flops / (e.predicted_ms / 1e3))],
+                       "customdata": [f"{label}, predicted {e.predicted_ms:.1f} ms"]}
+    return {"append": append}
+
+
+# --- assembling -----------------------------------------------------------------------------
+
+BUILDERS: dict[str, tuple[Callable[[RunContext], dict], Callable[[list[Event], int, RunContext], Patch]]] = {
+    "kv": (kv_base, kv_patch),
+    "latency": (latency_base, latency_patch),
+    "traffic": (traffic_base, traffic_patch),
+    "roofline": (roofline_base, roofline_patch),
+}
+
+
+def figure_dict(name: str, events: list[Event], ctx: RunContext) -> dict[str, Any]:
+    """The whole figure as a dict: the base with every step's patch applied (what the browser ends with)."""
+    base, patch = BUILDERS[name]
+    fig = base(ctx)
+    for k in range(len(events)):
+        apply_patch(fig, patch(events, k, ctx))
+    return fig
+
+
+def kv_grid_figure(events: list[Event], ctx: RunContext) -> go.Figure:
+    return go.Figure(figure_dict("kv", events, ctx))
+
+
+def latency_figure(events: list[Event], ctx: RunContext) -> go.Figure:
+    return go.Figure(figure_dict("latency", events, ctx))
+
+
+def traffic_figure(events: list[Event], ctx: RunContext) -> go.Figure:
+    return go.Figure(figure_dict("traffic", events, ctx))
+
+
+def roofline_figure(events: list[Event], ctx: RunContext) -> go.Figure:
+    return go.Figure(figure_dict("roofline", events, ctx))
+
+
+def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which: str = "key") -> go.Figure:
+    """One layer's KV heads as rows (norm per position), labelled with the query heads that share each."""
+    layer = max(0, min(layer, ctx.n_layers - 1))
+    rows: list[list[float]] = [[] for _ in range(ctx.n_kv_heads)]
+    xs: list[int] = []
+    for e in events:
+        if not e.kv_norms:
+            continue
+        per_head = e.kv_norms[which][layer]
+        xs.extend(range(*e.positions))
+        for h in range(ctx.n_kv_heads):
+            rows[h].extend(per_head[h])
+    g = ctx.group_size
+    labels = [f"KV head {h} ← Q {', '.join(str(q) for q in range(h * g, h * g + g))}" for h in range(ctx.n_kv_heads)]
+    tokens = position_tokens(events, ctx)
+    custom = [[esc(tokens[p]) if p < len(tokens) else "" for p in xs] for _ in range(ctx.n_kv_heads)]
+    bytes_per = ctx.head_dim * ctx.dtype_bytes
+    fig = go.Figure(go.Heatmap(
+        x=xs, y=labels, z=rows, customdata=custom, colorscale=pal.HEATMAP_SCALE, xgap=1, ygap=2,
+        colorbar={"title": {"text": f"‖{which[0]}‖"}, "thickness": 12},
+        hovertemplate=(f"layer {layer} · %{{y}}<br>position %{{x}} · token %{{customdata}}<br>{which} norm "
+                       f"%{{z:.2f}}<br>{bytes_per} B per {which} vector ({ctx.head_dim} × {ctx.dtype_bytes} B)"
+                       "<extra></extra>")))
+    fig.update_layout(**pal.base_layout(
+        f"Layer {layer}: {ctx.n_kv_heads} KV heads, each shared by {g} of the {ctx.n_heads} query heads "
+        f"({which} norms, measured)", height=80 + 60 * ctx.n_kv_heads + 60))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="cache position")
+    return fig
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"

@@ -1,0 +1,158 @@
+"""Background jobs on the one shared model, queued so runs from different readers never interleave.
+
+Why threads: the model must not run in Streamlit's script thread, or a click (which with
+fastReruns starts a new script run at once) would abandon or stall it, and the page could not
+draw while it runs. Each job is one thread; the page only reads its fields and asks it to stop.
+
+Why a queue: the model and torch's single thread are one resource; two interleaved runs would
+each measure the other's work. A job waits its turn in a FIFO and reports its position.
+
+Why the poll watchdog: a reader may close the tab mid-run. The page touches its job on every
+poll; a job nobody polled for `ABANDON_AFTER_S` stops itself, so no thread outlives its reader.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+ABANDON_AFTER_S = 30.0
+_ids = itertools.count(1)
+
+
+class RunQueue:
+    """A FIFO lock: `acquire` waits for this ticket's turn; `position` says how many are ahead."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting: list[int] = []
+        self._active: int | None = None
+
+    def position(self, ticket: int) -> int:
+        """0 when running, n when n jobs are ahead (running one included), -1 when not queued."""
+        with self._cond:
+            if self._active == ticket:
+                return 0
+            if ticket in self._waiting:
+                return self._waiting.index(ticket) + (1 if self._active is not None else 0)
+            return -1
+
+    def acquire(self, ticket: int, give_up: Callable[[], bool]) -> bool:
+        with self._cond:
+            self._waiting.append(ticket)
+            try:
+                while self._active is not None or self._waiting[0] != ticket:
+                    if give_up():
+                        return False
+                    self._cond.wait(0.2)
+                self._active = ticket
+                return True
+            finally:
+                self._waiting.remove(ticket)
+                self._cond.notify_all()
+
+    def release(self, ticket: int) -> None:
+        with self._cond:
+            if self._active == ticket:
+                self._active = None
+            self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._active is not None or bool(self._waiting)
+
+
+class Job:
+    """One unit of model work in its own thread. Subclasses implement `work()`.
+
+    status: queued -> running -> done | stopped | abandoned | error. Fields are written by the
+    worker thread and only read by the page, so no lock is needed beyond the GIL.
+    """
+
+    kind = "job"
+
+    def __init__(self, queue: RunQueue) -> None:
+        self.id = next(_ids)
+        self.queue = queue
+        self.status = "queued"
+        self.error: str | None = None
+        self.progress = ""
+        self.created = time.monotonic()
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.last_poll = time.monotonic()
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"pdlab-{self.kind}-{self.id}", daemon=True)
+
+    # --- page side ---
+    def start(self) -> Job:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._cancel.set()
+
+    def touch(self) -> None:
+        self.last_poll = time.monotonic()
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("queued", "running")
+
+    @property
+    def queue_position(self) -> int:
+        return self.queue.position(self.id)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # --- worker side ---
+    def should_stop(self) -> bool:
+        if time.monotonic() - self.last_poll > ABANDON_AFTER_S:
+            self._abandoned = True
+            return True
+        return self._cancel.is_set()
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def _main(self) -> None:
+        self._abandoned = False
+        if not self.queue.acquire(self.id, self.should_stop):
+            self.status = "abandoned" if self._abandoned else "stopped"
+            self.finished = time.monotonic()
+            return
+        try:
+            self.status = "running"
+            self.started = time.monotonic()
+            self.work()
+            if self._abandoned:
+                self.status = "abandoned"
+            elif self._cancel.is_set():
+                self.status = "stopped"
+            else:
+                self.status = "done"
+        except Exception as exc:  # shown on the page as a message, never a traceback
+            self.error = _explain(exc)
+            self.status = "error"
+        finally:
+            self.finished = time.monotonic()
+            self.queue.release(self.id)
+
+
+def _explain(exc: Exception) -> str:
+    try:
+        from core.runner import SettingsError
+
+        if isinstance(exc, SettingsError):
+            return str(exc)
+    except ImportError:
+        pass
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,425 @@
+// Live drawing for Prefill & Decode Lab (Streamlit components v2, no iframe).
+//
+// Python sends each keyed instance only the steps it has not sent recently (a small overlap
+// guards against a render React skipped). Everything is kept on `window`, keyed by instance, so
+// a re-mounted element redraws from memory and a re-sent step is ignored. One shared player
+// decides which step is shown, so pause / slow motion / step move every chart together while
+// the model keeps running on the server. All text goes in with textContent (never innerHTML).
+
+const MIN_GAP_MS = 40; // at most 25 redraws per second in real time
+const SLOW_FACTOR = 5;
+
+function plotlySrc() {
+  const dir = window.location.pathname.replace(/\/[^/]*$/, "/");
+  return dir + "app/static/plotly.min.js";
+}
+
+function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!window.__pdPlotlyPromise) {
+    window.__pdPlotlyPromise = new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = plotlySrc();
+      s.async = true;
+      s.onload = () => resolve(window.Plotly);
+      s.onerror = () => {
+        window.__pdPlotlyPromise = null;
+        reject(new Error("could not load " + s.src));
+      };
+      document.head.appendChild(s);
+    });
+  }
+  return window.__pdPlotlyPromise;
+}
+
+// ---- the shared player --------------------------------------------------------------------
+function player() {
+  if (!window.__pdPlayer) {
+    window.__pdPlayer = {
+      runId: null, mode: "live", shown: -1, available: -1, latency: {}, views: new Map(),
+      lastAdvance: 0, started: false,
+    };
+    window.__pdSteps = { runId: null };
+    window.__pdAfterplot = [];
+    installKeys();
+    if (typeof PD_CSS === "string" && !document.getElementById("pd-live-css")) {
+      const style = document.createElement("style");
+      style.id = "pd-live-css";
+      style.textContent = PD_CSS;
+      document.head.appendChild(style);
+    }
+  }
+  const p = window.__pdPlayer;
+  if (!p.started) {
+    p.started = true;
+    const loop = () => { tick(); setTimeout(loop, 16); };
+    loop();
+  }
+  return p;
+}
+
+function resetPlayer(runId) {
+  const p = player();
+  p.runId = runId; p.shown = -1; p.available = -1; p.latency = {}; p.lastAdvance = 0;
+  window.__pdSteps = { runId: runId };
+}
+
+function logStep(name, step) {
+  const log = window.__pdSteps;
+  (log[name] = log[name] || []).push(step);
+}
+
+function tick() {
+  const p = window.__pdPlayer;
+  const now = performance.now();
+  let target = p.shown;
+  if (p.mode === "live" && p.available > p.shown) {
+    // Replay at the recorded pace, one poll behind the model, so the steps that arrive together
+    // in one fragment pass are spread out as they happened; hurry when falling behind.
+    const lag = p.available - p.shown;
+    const gap = lag > 3 ? MIN_GAP_MS : Math.max(MIN_GAP_MS, Math.min(p.latency[p.shown + 1] || 0, 250) * 0.8);
+    if (now - p.lastAdvance >= gap) target = lag > 8 ? p.available - 3 : p.shown + 1; // hidden tab: catch up
+  } else if (p.mode === "slow" && p.available > p.shown) {
+    const wait = (p.latency[p.shown + 1] || 50) * SLOW_FACTOR;
+    if (now - p.lastAdvance >= wait) target = p.shown + 1;
+  }
+  if (target !== p.shown) show(target, now);
+}
+
+function show(step, now) {
+  const p = window.__pdPlayer;
+  p.shown = step;
+  p.lastAdvance = now || performance.now();
+  for (const view of p.views.values()) view.drawUpTo(step);
+}
+
+function setMode(mode) {
+  const p = player();
+  p.mode = mode;
+  p.lastAdvance = performance.now();
+  for (const view of p.views.values()) if (view.onMode) view.onMode(mode);
+}
+
+function stepOnce() {
+  const p = player();
+  setMode("paused");
+  if (p.shown < p.available) show(p.shown + 1);
+}
+
+function installKeys() {
+  document.addEventListener("keydown", (ev) => {
+    const t = ev.target;
+    const tag = (t && t.tagName) || "";
+    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || (t && t.isContentEditable)) return;
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const p = window.__pdPlayer;
+    if (!p || p.runId === null) return;
+    if (ev.key === " " && tag !== "BUTTON") {
+      setMode(p.mode === "paused" ? "live" : "paused");
+    } else if (ev.key === "ArrowRight" || ev.key === ".") {
+      stepOnce();
+    } else if (ev.key === "s" || ev.key === "S") {
+      setMode("slow");
+    } else if (ev.key === "l" || ev.key === "L") {
+      setMode("live");
+    } else {
+      return;
+    }
+    ev.preventDefault();
+  });
+}
+
+// ---- figure patches (mirror of app/patches.py apply_patch) --------------------------------
+function setPath(target, path, value) {
+  const keys = path.split(".");
+  for (const k of keys.slice(0, -1)) {
+    if (typeof target[k] !== "object" || target[k] === null) target[k] = {};
+    target = target[k];
+  }
+  target[keys[keys.length - 1]] = value;
+}
+
+function applyPatch(fig, patch) {
+  for (const [idx, arrays] of Object.entries(patch.append || {})) {
+    const trace = fig.data[Number(idx)];
+    for (const [key, values] of Object.entries(arrays)) trace[key] = (trace[key] || []).concat(values);
+  }
+  for (const [idx, arrays] of Object.entries(patch.cols || {})) {
+    const trace = fig.data[Number(idx)];
+    for (const [key, values] of Object.entries(arrays)) {
+      if (key === "z" || key === "customdata" || key === "text") {
+        const rows = trace[key] || values.map(() => []);
+        trace[key] = rows.map((row, i) => row.concat(values[i]));
+      } else {
+        trace[key] = (trace[key] || []).concat(values);
+      }
+    }
+  }
+  for (const [path, value] of Object.entries(patch.layout || {})) setPath(fig.layout, path, value);
+}
+
+function pointCount(fig) {
+  let n = 0;
+  for (const t of fig.data) {
+    if (t.z) for (const row of t.z) n += row.length;
+    else n += (t.y || []).length;
+  }
+  return n;
+}
+
+function themeColors(el) {
+  const css = getComputedStyle(el);
+  const text = (css.getPropertyValue("--st-text-color") || "").trim() || css.color || "#31333F";
+  return { text: text, grid: "rgba(128,128,128,0.25)" };
+}
+
+// ---- a chart view -------------------------------------------------------------------------
+class ChartView {
+  constructor(key, name) {
+    this.key = key; this.name = name; this.runId = null; this.fig = null; this.frames = new Map();
+    this.applied = -1; this.root = null; this.div = null; this.drawing = false; this.dirty = false;
+    this.lastPoints = 0; this.plotted = false;
+  }
+
+  mount(parent) {
+    if (this.root && this.root.isConnected && this.root.parentNode === parent) return;
+    this.root = document.createElement("div");
+    this.root.className = "pd-chart";
+    this.root.dataset.chart = this.name;
+    this.div = document.createElement("div");
+    this.div.className = "pd-plot";
+    this.root.appendChild(this.div);
+    parent.replaceChildren(this.root);
+    this.plotted = false;
+    // Charts off screen are not redrawn (their data still advances): on a 2-core machine the
+    // browser shares the CPU with the model, and the reader only sees the charts in view.
+    this.visible = true;
+    if (window.IntersectionObserver) {
+      const seen = new IntersectionObserver((entries) => {
+        this.visible = entries.some((e) => e.isIntersecting);
+        if (this.visible && this.stale) { this.stale = false; this.react(); }
+      }, { rootMargin: "200px" });
+      seen.observe(this.root);
+    }
+    if (this.fig) this.react();
+  }
+
+  receive(data) {
+    if (data.run_id !== this.runId) {
+      if (!data.base) return; // wait for a send that starts at step 0
+      this.runId = data.run_id; this.fig = JSON.parse(JSON.stringify(data.base));
+      this.frames = new Map(); this.applied = -1; this.lastPoints = 0;
+      this.react();
+    }
+    for (const f of data.frames || []) if (f.step > this.applied) this.frames.set(f.step, f.patch);
+    const p = player();
+    if (p.runId === this.runId) this.drawUpTo(p.shown);
+  }
+
+  drawUpTo(step) {
+    if (!this.fig || window.__pdPlayer.runId !== this.runId) return;
+    let changed = false;
+    while (this.applied < step && this.frames.has(this.applied + 1)) {
+      const next = this.applied + 1;
+      applyPatch(this.fig, this.frames.get(next));
+      this.frames.delete(next);
+      this.applied = next;
+      logStep(this.name, next);
+      changed = true;
+    }
+    if (changed) this.react();
+  }
+
+  react() {
+    if (!this.div || !this.fig) return;
+    this.root.dataset.runId = String(this.runId);
+    this.root.dataset.applied = String(this.applied + 1);
+    if (this.name === "kv") this.root.dataset.kvColumns = String((this.fig.data[0].x || []).length);
+    if (!this.visible && this.plotted) { this.stale = true; return; }
+    if (this.drawing) { this.dirty = true; return; }
+    this.drawing = true;
+    const colors = themeColors(this.root);
+    const layout = Object.assign({}, this.fig.layout, { datarevision: this.applied, autosize: true });
+    layout.font = Object.assign({}, layout.font || {}, { color: colors.text });
+    for (const ax of ["xaxis", "yaxis", "yaxis2"]) {
+      if (layout[ax]) layout[ax] = Object.assign({ gridcolor: colors.grid, zerolinecolor: colors.grid }, layout[ax]);
+    }
+    loadPlotly().then((Plotly) => {
+      const first = !this.plotted;
+      const done = Plotly.react(this.div, this.fig.data, layout,
+        { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
+      if (first) {
+        this.plotted = true;
+        this.div.on("plotly_afterplot", () => {
+          const n = pointCount(this.fig);
+          if (n > this.lastPoints) {
+            window.__pdAfterplot.push({ t: performance.now(), chart: this.name, points: n, run: this.runId });
+          }
+          this.lastPoints = n;
+        });
+      }
+      return done;
+    }).catch((err) => {
+      this.root.dataset.error = String(err);
+      this.div.textContent = "The chart could not be drawn: " + err;
+    }).finally(() => {
+      this.drawing = false;
+      if (this.dirty) { this.dirty = false; this.react(); }
+    });
+  }
+}
+
+// ---- the controls view: pace buttons, token stream, metric tiles ---------------------------
+class ControlsView {
+  constructor(key) {
+    this.key = key; this.runId = null; this.frames = new Map(); this.applied = -1; this.root = null;
+    this.status = {};
+  }
+
+  mount(parent) {
+    if (this.root && this.root.isConnected && this.root.parentNode === parent) return;
+    const root = document.createElement("div");
+    root.className = "pd-controls";
+    root.innerHTML = `
+      <div class="pd-bar" role="toolbar" aria-label="Display pace">
+        <span class="pd-bar-label">Display pace:</span>
+        <button type="button" data-mode="live" title="Real time (key L)">▶ Real time</button>
+        <button type="button" data-mode="slow" title="Slow motion (key S)">Slow ×${SLOW_FACTOR}</button>
+        <button type="button" data-mode="paused" title="Pause / resume (Space)">❚❚ Pause</button>
+        <button type="button" data-act="step" title="Show one more token (→)">Step →</button>
+        <span class="pd-keys">keys: Space pause · → step · S slow · L real time</span>
+      </div>
+      <div class="pd-status" aria-live="polite"></div>
+      <div class="pd-tiles" role="list"></div>
+      <div class="pd-stream" aria-label="Token stream">
+        <div class="pd-prompt-box"><div class="pd-box-label"></div><div class="pd-prompt-toks"></div></div>
+        <div class="pd-gen-box"><div class="pd-box-label pd-gen-label"></div><div class="pd-gen-toks"></div></div>
+      </div>`;
+    for (const b of root.querySelectorAll("button[data-mode]")) b.addEventListener("click", () => setMode(b.dataset.mode));
+    root.querySelector("button[data-act=step]").addEventListener("click", stepOnce);
+    parent.replaceChildren(root);
+    this.root = root;
+    this.redrawAll();
+    this.onMode(player().mode);
+  }
+
+  onMode(mode) {
+    if (!this.root) return;
+    for (const b of this.root.querySelectorAll("button[data-mode]")) {
+      b.setAttribute("aria-pressed", String(b.dataset.mode === mode));
+    }
+    this.root.dataset.mode = mode;
+    this.renderStatus();
+  }
+
+  receive(data) {
+    const p = player();
+    this.status = data.status || {};
+    if (data.run_id !== this.runId) {
+      if (!data.prompt) { this.renderStatus(); return; }
+      this.runId = data.run_id; this.frames = new Map(); this.applied = -1; this.prompt = data.prompt;
+      resetPlayer(data.run_id);
+      this.redrawAll();
+    }
+    for (const f of data.frames || []) {
+      if (!this.frames.has(f.step)) this.frames.set(f.step, f);
+      p.latency[f.step] = f.latency_ms;
+    }
+    while (this.frames.has(p.available + 1)) p.available += 1;
+    if (this.root) { this.root.dataset.available = String(p.available + 1); this.root.dataset.runId = String(this.runId); }
+    this.renderStatus();
+  }
+
+  redrawAll() {
+    if (!this.root || !this.prompt) return;
+    const box = this.root.querySelector(".pd-prompt-toks");
+    box.replaceChildren(...this.prompt.map((t) => chip(t.text, t.special, "pd-prompt")));
+    this.root.querySelector(".pd-prompt-box .pd-box-label").textContent =
+      `Prompt after the chat template: ${this.prompt.length} tokens. Prefill reads them all in ONE forward pass.`;
+    this.root.querySelector(".pd-gen-toks").replaceChildren();
+    this.root.querySelector(".pd-tiles").replaceChildren();
+    const shown = this.applied;
+    this.applied = -1;
+    this.root.querySelector(".pd-prompt-box").classList.remove("pd-done");
+    this.drawUpTo(shown);
+  }
+
+  drawUpTo(step) {
+    if (!this.root) return;
+    const gen = this.root.querySelector(".pd-gen-toks");
+    let last = null;
+    while (this.applied < step && this.frames.has(this.applied + 1)) {
+      const f = this.frames.get(this.applied + 1);
+      this.applied += 1;
+      const c = chip(f.text, f.special, "pd-gen");
+      c.dataset.step = String(f.step);
+      c.title = `${f.phase === "prefill" ? "made by the prefill" : "decode step " + f.step}: ${f.latency_ms.toFixed(1)} ms measured`;
+      gen.appendChild(c);
+      logStep("tokens", f.step);
+      last = f;
+    }
+    if (last) {
+      for (const old of gen.querySelectorAll(".pd-new")) old.classList.remove("pd-new");
+      gen.lastChild.classList.add("pd-new");
+      this.root.querySelector(".pd-prompt-box").classList.add("pd-done");
+      this.renderTiles(last.tiles || []);
+      this.root.dataset.shown = String(this.applied + 1);
+    }
+    this.root.querySelector(".pd-gen-label").textContent = this.applied < 0
+      ? "Generated tokens appear here one decode step at a time."
+      : `Generated: ${this.applied + 1} tokens (1 from the prefill, then 1 per decode step).`;
+    this.renderStatus();
+  }
+
+  renderTiles(tiles) {
+    const box = this.root.querySelector(".pd-tiles");
+    box.replaceChildren(...tiles.map((t) => {
+      const d = document.createElement("div");
+      d.className = "pd-tile";
+      d.setAttribute("role", "listitem");
+      const l = document.createElement("div"); l.className = "pd-tile-label"; l.textContent = t.label;
+      const v = document.createElement("div"); v.className = "pd-tile-value"; v.textContent = t.value;
+      const n = document.createElement("div"); n.className = "pd-tile-note"; n.textContent = t.note;
+      d.append(l, v, n);
+      return d;
+    }));
+  }
+
+  renderStatus() {
+    if (!this.root) return;
+    const p = player();
+    const s = this.status || {};
+    let text = s.text || "";
+    if (this.runId !== null && p.available >= 0) {
+      const lag = p.available - Math.max(this.applied, -1);
+      const pace = { live: "real time", slow: `slow motion (${SLOW_FACTOR}× slower than measured)`, paused: "paused" }[p.mode];
+      text += ` · display: ${pace}, showing ${this.applied + 1} of ${p.available + 1} tokens received`;
+      if (lag > 0 && p.mode !== "live") text += " (the model does not wait for the display)";
+    }
+    this.root.querySelector(".pd-status").textContent = text;
+    this.root.dataset.status = s.state || "";
+  }
+}
+
+function chip(text, special, cls) {
+  const span = document.createElement("span");
+  span.className = "pd-tok " + cls + (special ? " pd-special" : "");
+  // Make whitespace visible so token boundaries show; textContent keeps any markup inert.
+  span.textContent = text === "" ? "∅" : text.replace(/\n/g, "↵").replace(/\t/g, "⇥");
+  return span;
+}
+
+// ---- entry point --------------------------------------------------------------------------
+export default function (component) {
+  const { data, parentElement } = component;
+  if (!data) return;
+  const p = player();
+  const id = data.instance;
+  let view = p.views.get(id);
+  if (!view) {
+    view = data.kind === "controls" ? new ControlsView(id) : new ChartView(id, data.chart);
+    p.views.set(id, view);
+  }
+  view.mount(parentElement);
+  view.receive(data);
+}

@@ -1,0 +1,82 @@
+"""The live part of the page: a fragment that polls the session's run and feeds the live view.
+
+While a run is active the fragment reruns itself every POLL_S (`run_every`, set only while a run
+is active: a chained `st.rerun(scope="fragment")` is refused inside a full script run, which is
+where a run starts). Each pass touches the run so its watchdog knows a reader is still there.
+The browser, not this poll, sets the drawing pace (live.js), so the poll rate only bounds the
+display's lag. When the run ends the fragment asks for one full rerun, which draws the after-run
+sections and re-creates the fragment without a timer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app import lesson, live, metrics, state
+
+POLL_S = 0.2
+ROWS = (("kv", "q1_prefill_vs_decode"), ("latency", "latency"), ("traffic", "q2_bandwidth"),
+        ("roofline", "roofline"))
+TABLE_TITLES = {"kv": "KV cache grid as a table (one row per cache position)",
+                "latency": "Latency per forward as a table", "traffic": "Memory traffic per forward as a table",
+                "roofline": "Roofline points as a table"}
+
+
+def status_of(run: Any) -> dict[str, str]:
+    """One line saying what the run is doing, for the live view's status bar."""
+    if run is None:
+        return {"state": "idle", "text": "Press Generate to watch the model."}
+    n = len(run.events)
+    if run.status == "queued":
+        pos = run.queue_position
+        ahead = f"{pos} ahead of you" if pos > 0 else "starting"
+        return {"state": "queued", "text": f"Waiting for another reader's run (or the one-time calibration of "
+                                           f"this machine) to finish: {ahead} in the queue…"}
+    if run.status == "running":
+        if run.ctx is None or n == 0:
+            return {"state": "running", "text": run.progress or "starting…"}
+        return {"state": "running", "text": f"Model running: {n} tokens so far"}
+    labels = {"done": f"Finished: {n} tokens ({run.stop_reason or 'done'})",
+              "stopped": f"Stopped by you after {n} tokens", "abandoned": "Stopped: nobody was watching",
+              "error": f"The run failed: {run.error}"}
+    return {"state": run.status, "text": labels.get(run.status, run.status)}
+
+
+def live_view(model_config: Any) -> None:
+    run = state.current_run()
+    every = POLL_S if run is not None and run.active else None
+    st.fragment(_live_body, run_every=every)(model_config)
+
+
+def _live_body(model_config: Any) -> None:
+    run = state.current_run()
+    full = state.fragment_sees_full_pass()
+    if run is None:
+        st.info("Press **Generate**: the prompt is prefilled in one pass, then you watch every decode step, "
+                "the cache growing, and the measured time and traffic beside their predictions.")
+        return
+    run.touch()
+    events = list(run.events)  # a snapshot: the worker keeps appending
+    ctx = run.ctx
+    status = status_of(run)
+    if run.status == "error":
+        st.error(f"The run failed: {run.error}")
+    start = live.send_window(state.feed(), run.id, len(events), full) if ctx is not None else 0
+    live.mount(live.controls_data(run.id if ctx else None, status, events, ctx, start))
+    if ctx is not None:
+        values = lesson.values_for(events, ctx)
+        for chart, text_name in ROWS:
+            left, right = st.columns([3, 2], gap="large")
+            with left:
+                live.mount(live.chart_data(chart, run.id, events, ctx, start))
+                with st.expander(TABLE_TITLES[chart]):
+                    if run.active:
+                        st.caption("The table fills in when the run ends (the chart above is live).")
+                    else:
+                        st.dataframe(metrics.table_for(chart, events, ctx), hide_index=True)
+            with right:
+                st.markdown(lesson.text(text_name, values))
+    if state.needs_final_rerun(run):
+        st.rerun()

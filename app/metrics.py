@@ -1,0 +1,113 @@
+"""Metric tiles and chart tables: the numbers behind every figure, each labelled measured or computed.
+
+Tables are what a screen reader (or a sceptical reader) gets instead of the chart; tiles are the
+headline figures. Both are pure functions of the events, so tests can check them directly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pandas as pd
+
+from app.context import RunContext
+from app.figures import esc, fmt_bytes, position_tokens, prediction_error_pct
+from core.trace import Event
+
+
+def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
+    """Headline numbers after these events: label, value, and where the number comes from."""
+    out: list[dict[str, str]] = []
+    if not events:
+        return out
+    first = events[0]
+    out.append({"label": "Time to first token", "value": f"{first.latency_ms:.0f} ms",
+                "note": f"measured: prefill of {first.n_new} tokens"})
+    decode = [e.latency_ms for e in events[1:]]
+    if decode:
+        tpot = statistics.fmean(decode)
+        out.append({"label": "Time per output token", "value": f"{tpot:.0f} ms",
+                    "note": f"measured: mean of {len(decode)} decode steps"})
+        out.append({"label": "Decode speed", "value": f"{1000.0 / tpot:.1f} tok/s",
+                    "note": "measured: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
+    else:
+        out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})
+    out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes),
+                "note": f"measured from the tensors: {events[-1].kv_seq_len} positions"
+                if ctx.cache != "none" else "no cache in this run"})
+    gbs = achieved_bandwidth(events)
+    if gbs is not None:
+        ceiling = ctx.ceilings.bandwidth
+        note = "computed bytes ÷ measured time"
+        if ceiling:
+            note += f"; ceiling {ceiling / 1e9:.1f} GB/s calibrated ({100 * gbs / ceiling:.0f}%)"
+        out.append({"label": "Achieved bandwidth (decode)", "value": f"{gbs / 1e9:.1f} GB/s", "note": note})
+    return out
+
+
+def achieved_bandwidth(events: list[Event]) -> float | None:
+    """Mean bytes/s over decode steps: the cost model's bytes divided by the measured step time."""
+    rates = [e.cost["bytes"]["total"] / (e.latency_ms / 1e3) for e in events[1:] if e.cost and e.latency_ms > 0]
+    return statistics.fmean(rates) if rates else None
+
+
+def latency_table(events: list[Event]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "forward": k, "phase": e.phase, "new tokens": e.n_new, "token produced": e.token_text,
+        "measured ms": e.latency_ms, "predicted ms": e.predicted_ms, "error %": prediction_error_pct(e),
+    } for k, e in enumerate(events)])
+
+
+def traffic_table(events: list[Event]) -> pd.DataFrame:
+    rows, total = [], 0
+    for k, e in enumerate(events):
+        b = (e.cost or {}).get("bytes")
+        if not b:
+            continue
+        total += b["total"]
+        rows.append({"forward": k, "phase": e.phase, "weights MB (computed)": b["weights"] / 1e6,
+                     "KV read MB (computed)": b["kv_read"] / 1e6, "KV written MB (computed)": b["kv_write"] / 1e6,
+                     "cumulative MB (computed)": total / 1e6})
+    return pd.DataFrame(rows)
+
+
+def roofline_table(events: list[Event]) -> pd.DataFrame:
+    rows = []
+    for k, e in enumerate(events):
+        if not e.cost or e.latency_ms <= 0:
+            continue
+        flops, nbytes = e.cost["flops"]["total"], e.cost["bytes"]["total"]
+        rows.append({"forward": k, "phase": e.phase, "FLOPs (computed)": flops, "bytes (computed)": nbytes,
+                     "intensity FLOP/B": flops / nbytes, "GFLOP/s (measured time)": flops / e.latency_ms / 1e6,
+                     "GFLOP/s (predicted time)": flops / e.predicted_ms / 1e6 if e.predicted_ms else None})
+    return pd.DataFrame(rows)
+
+
+def kv_table(events: list[Event], ctx: RunContext) -> pd.DataFrame:
+    """One row per cache position: the token, which forward wrote it, and its mean key/value norms."""
+    tokens = position_tokens(events, ctx)
+    rows = []
+    for e in events:
+        if not e.kv_norms:
+            continue
+        who = "prefill" if e.phase == "prefill" else f"decode step {e.step}"
+        for i, pos in enumerate(range(*e.positions)):
+            keys = [v for layer in e.kv_norms["key"] for v in (head[i] for head in layer)]
+            values = [v for layer in e.kv_norms["value"] for v in (head[i] for head in layer)]
+            rows.append({"position": pos, "token": tokens[pos] if pos < len(tokens) else "", "written by": who,
+                         "mean key norm (measured)": statistics.fmean(keys),
+                         "mean value norm (measured)": statistics.fmean(values),
+                         "bytes, all layers": ctx.kv_bytes_per_token * ctx.batch})
+    return pd.DataFrame(rows)
+
+
+def table_for(name: str, events: list[Event], ctx: RunContext) -> pd.DataFrame:
+    return {"kv": lambda: kv_table(events, ctx), "latency": lambda: latency_table(events),
+            "traffic": lambda: traffic_table(events), "roofline": lambda: roofline_table(events)}[name]()
+
+
+def token_chips(events: list[Event], ctx: RunContext) -> list[dict[str, Any]]:
+    """Generated tokens as display records (escaped text, special flag), for the stream and tests."""
+    return [{"step": e.step, "text": esc(e.token_text), "special": e.token_text.startswith("<|")
+             and e.token_text.endswith("|>")} for e in events]

@@ -1,0 +1,48 @@
+"""Colours and shared chart styling: the Okabe-Ito palette, safe for the common colour-vision deficiencies.
+
+Every chart takes its colours from here so "measured" and "predicted" look the same everywhere.
+Backgrounds stay transparent and text colour is left to the theme, so light and dark both read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Okabe & Ito (2008), "Color Universal Design".
+ORANGE = "#E69F00"
+SKY = "#56B4E9"
+GREEN = "#009E73"
+YELLOW = "#F0E442"
+BLUE = "#0072B2"
+VERMILLION = "#D55E00"
+PURPLE = "#CC79A7"
+GREY = "#999999"
+
+MEASURED = BLUE
+PREDICTED = ORANGE
+PREFILL = VERMILLION
+DECODE = BLUE
+WEIGHTS = SKY
+KV_READ = VERMILLION
+KV_WRITE = GREEN
+# cividis: perceptually uniform and readable with red-green colour blindness.
+HEATMAP_SCALE = "Cividis"
+
+FONT = "Source Sans Pro, Source Sans 3, system-ui, sans-serif"
+
+
+def base_layout(title: str, height: int = 360, **extra: Any) -> dict[str, Any]:
+    """Layout shared by every figure: transparent, compact, legend on top, readable type."""
+    layout: dict[str, Any] = {
+        "title": {"text": title, "font": {"size": 16}, "x": 0, "xanchor": "left"},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 130},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "font": {"family": FONT, "size": 13},
+        # below the plot: a legend on top collided with the long titles
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.3, "xanchor": "left", "x": 0},
+        "hoverlabel": {"font": {"size": 13}},
+    }
+    layout.update(extra)
+    return layout

@@ -1,0 +1,76 @@
+"""A generation run in the background: the runner's events land in `events` as the model makes them.
+
+The page validates input in the script thread (so mistakes show at once as messages), then
+starts a GenerationRun; its thread waits for the queue, builds the figure context, and appends
+one Event per forward. The fragment that draws reads `events` and never blocks the model.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from app.context import RunContext, build_context
+from app.jobs import Job, RunQueue
+from app.model_service import get_ceilings, make_annotator
+from core.runner import GenerationSettings, run
+from core.trace import Event, Trace
+
+
+class GenerationRun(Job):
+    kind = "generate"
+
+    def __init__(self, queue: RunQueue, loaded: Any, prompt: str, prompt_ids: list[int],
+                 settings: GenerationSettings) -> None:
+        super().__init__(queue)
+        self.loaded = loaded
+        self.prompt = prompt
+        self.prompt_ids = prompt_ids
+        self.settings = settings
+        self.events: list[Event] = []
+        self.wall: list[float] = []  # seconds from the prefill's start to each event's arrival
+        self.ctx: RunContext | None = None
+        self.stop_reason: str | None = None
+
+    def work(self) -> None:
+        self.progress = "measuring this machine's ceilings (once per server)…"
+        ceilings = get_ceilings()
+        self.ctx = build_context(self.loaded, self.prompt_ids, self.settings.max_new_tokens, self.settings.batch,
+                                 self.settings.cache, ceilings)
+        annotate = make_annotator(self.loaded, self.settings)
+        self.progress = "running"
+        start = time.perf_counter()
+        for event in run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop,
+                         annotate=annotate):
+            self.events.append(event)  # list.append is atomic: readers see whole events only
+            self.wall.append(time.perf_counter() - start)
+        if os.environ.get("PDLAB_BENCH_LOG") and self.wall_decode_tokens_per_s():
+            # app.bench reads this line to compare the page's decode rate with the runner alone
+            print(f"PDLAB_RUN_WALL_TPS {self.wall_decode_tokens_per_s():.4f}", file=sys.stderr, flush=True)
+        last = self.events[-1] if self.events else None
+        if self.should_stop():
+            self.stop_reason = "stopped"
+        elif last is not None and len(self.events) >= self.settings.max_new_tokens:
+            self.stop_reason = "max_new_tokens"
+        else:
+            self.stop_reason = "eos"
+
+    @property
+    def generated_text(self) -> str:
+        return "".join(e.token_text for e in self.events)
+
+    def wall_decode_tokens_per_s(self) -> float | None:
+        """Decode tokens per second of wall time, instrumentation and page included."""
+        if len(self.wall) < 3:
+            return None
+        return (len(self.wall) - 1) / (self.wall[-1] - self.wall[0])
+
+    def trace(self) -> Trace:
+        from core.runner import environment
+
+        return Trace(model=self.loaded.info.to_dict(), settings=self.settings.to_dict(),
+                     prompt_token_ids=list(self.prompt_ids), events=list(self.events),
+                     generated_text=self.generated_text, prompt_text=self.prompt,
+                     stop_reason=self.stop_reason, environment=environment())

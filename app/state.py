@@ -1,0 +1,95 @@
+"""All of a session's state, in one place: the current run, panel jobs, and what the live view was sent.
+
+Streamlit reruns the script on every click (and, with fastReruns, interrupts the previous run),
+so anything that must survive a rerun lives in `st.session_state` under the keys below, and
+only through these helpers. Jobs themselves run in their own threads (app.jobs); the session
+keeps a reference so any later script run or fragment pass can read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+RUN = "pd_run"
+FEED = "pd_feed"
+FINALIZED = "pd_finalized_run"
+FULL_PASS = "pd_full_pass"
+FRAGMENT_SEEN = "pd_fragment_seen_pass"
+COMPARE = "pd_compare_job"
+BATCHING = "pd_batch_job"
+COMPARE_SEEN = "pd_compare_seen"  # id of the finished job the page already redrew for
+BATCHING_SEEN = "pd_batch_seen"
+MESSAGE = "pd_message"
+
+# Widget keys (the widgets own these values; listed here so the whole page agrees on them).
+PROMPT = "prompt"
+EXAMPLE = "example"
+MAX_NEW = "max_new_tokens"
+CACHE = "cache_mode"
+CHAT = "chat"
+TEMPERATURE = "temperature"
+TOP_K = "top_k"
+SEED = "seed"
+LAYER = "detail_layer"
+KV_WHICH = "detail_which"
+
+
+def get(key: str, default: Any = None) -> Any:
+    return st.session_state.get(key, default)
+
+
+def put(key: str, value: Any) -> None:
+    st.session_state[key] = value
+
+
+def current_run():
+    return st.session_state.get(RUN)
+
+
+def set_run(run) -> None:
+    """Make `run` the session's run; stop the previous one so one session never runs two at once."""
+    old = st.session_state.get(RUN)
+    if old is not None and old is not run and old.active:
+        old.stop()
+    st.session_state[RUN] = run
+    st.session_state.pop(FINALIZED, None)
+
+
+def feed() -> dict[str, Any]:
+    """What the live view was sent recently (see app.live.send_window)."""
+    return st.session_state.setdefault(FEED, {})
+
+
+def begin_full_pass() -> None:
+    """Called once per full script run, so the fragment can tell a full run from its own reruns."""
+    st.session_state[FULL_PASS] = st.session_state.get(FULL_PASS, 0) + 1
+
+
+def fragment_sees_full_pass() -> bool:
+    """True the first time the fragment runs inside a new full script run."""
+    current = st.session_state.get(FULL_PASS, 0)
+    if st.session_state.get(FRAGMENT_SEEN) != current:
+        st.session_state[FRAGMENT_SEEN] = current
+        return True
+    return False
+
+
+def needs_final_rerun(run) -> bool:
+    """True once per finished run: the page then reruns fully to draw the after-run sections."""
+    if run is None or run.active or st.session_state.get(FINALIZED) == run.id:
+        return False
+    st.session_state[FINALIZED] = run.id
+    return True
+
+
+def job(key: str):
+    return st.session_state.get(key)
+
+
+def set_job(key: str, job) -> None:
+    old = st.session_state.get(key)
+    if old is not None and old is not job and old.active:
+        old.stop()
+    st.session_state[key] = job

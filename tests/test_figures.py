@@ -1,0 +1,198 @@
+"""Figure builders, tables, patches and run plumbing on the tiny model: no browser, no real model."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app import figures, lesson, live, metrics
+from app.context import Ceilings, build_context
+from app.jobs import RunQueue
+from app.patches import apply_patch, point_count
+from core.runner import GenerationSettings, generate_trace
+
+MAX_NEW = 12
+
+
+@pytest.fixture(scope="module")
+def run_data(tiny_model):
+    settings = GenerationSettings(max_new_tokens=MAX_NEW, stop_on_eos=False)
+    trace = generate_trace(tiny_model, "hi <b>&", settings, annotate=_annotator(tiny_model, settings))
+    ctx = build_context(tiny_model, trace.prompt_token_ids, MAX_NEW, 1, "dynamic", Ceilings(7e9, 7e10, None, "test"))
+    return trace.events, ctx
+
+
+def _annotator(loaded, settings):
+    from app.model_service import make_annotator
+
+    return make_annotator(loaded, settings)
+
+
+def test_kv_grid_has_kv_seq_len_columns_and_a_row_per_layer(run_data):
+    events, ctx = run_data
+    fig = figures.kv_grid_figure(events, ctx)
+    heat = fig.data[0]
+    assert len(heat.x) == events[-1].kv_seq_len == ctx.prompt_len + len(events) - 1
+    assert len(heat.z) == ctx.n_layers == 2
+    assert all(len(row) == events[-1].kv_seq_len for row in heat.z)
+    assert f"{events[-1].kv_seq_len} positions" in fig.layout.title.text
+
+
+def test_prefill_fills_all_prompt_columns_in_one_patch(run_data):
+    events, ctx = run_data
+    patch = figures.kv_patch(events, 0, ctx)
+    assert patch["cols"]["0"]["x"] == list(range(ctx.prompt_len))
+    assert "ONE parallel forward pass" in patch["layout"]["annotations"][0]["text"]
+    assert figures.kv_patch(events, 1, ctx)["cols"]["0"]["x"] == [ctx.prompt_len]
+
+
+def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
+    events, ctx = run_data
+    fig = figures.latency_figure(events, ctx)
+    prefill, measured, predicted, error = fig.data
+    assert list(prefill.x) == [0]
+    assert list(measured.x) == list(range(1, len(events)))
+    assert len(predicted.x) == len(events) and len(error.y) == len(events)
+    assert "predicted" in predicted.name and "measured" in measured.name
+
+
+def test_traffic_and_roofline_use_the_cost_of_every_step(run_data):
+    events, ctx = run_data
+    traffic = figures.traffic_figure(events, ctx)
+    assert [len(t.y) for t in traffic.data] == [len(events)] * 4
+    cumulative = traffic.data[3].y
+    assert all(b >= a for a, b in zip(cumulative, cumulative[1:], strict=False))
+    roof = figures.roofline_figure(events, ctx)
+    assert len(roof.data[1].x) == 1 and len(roof.data[2].x) == len(events) - 1
+    assert roof.data[1].x[0] > roof.data[2].x[0]  # prefill is more intense than decode
+
+
+@pytest.mark.parametrize("name", figures.LIVE_CHARTS)
+def test_patches_survive_json_and_rebuild_the_figure(run_data, name):
+    """The browser gets base + patches through JSON; applying them must give the Python figure."""
+    events, ctx = run_data
+    base, patch = figures.BUILDERS[name]
+    fig = json.loads(json.dumps(base(ctx)))
+    for k in range(len(events)):
+        apply_patch(fig, json.loads(json.dumps(patch(events, k, ctx))))
+    assert fig == json.loads(json.dumps(figures.figure_dict(name, events, ctx)))
+    assert point_count(fig) > 0
+
+
+@pytest.mark.parametrize("name", figures.LIVE_CHARTS)
+def test_each_chart_has_a_matching_table(run_data, name):
+    events, ctx = run_data
+    table = metrics.table_for(name, events, ctx)
+    expected = events[-1].kv_seq_len if name == "kv" else len(events)
+    assert len(table) == expected
+    assert any("measured" in c or "computed" in c or c == "measured ms" for c in table.columns)
+
+
+def test_tokens_are_escaped_in_hover_text(run_data, tiny_model):
+    events, ctx = run_data
+    fig = figures.figure_dict("kv", events, ctx)
+    cells = [c[0] for row in fig["data"][0]["customdata"] for c in row]
+    assert "<" not in "".join(cells) and "&lt;" in "".join(cells)  # the prompt holds "<b>"
+    assert figures.esc("<|im_end|>\n") == "&lt;|im_end|&gt;↵"
+
+
+def test_tiles_say_measured_or_calibrated(run_data):
+    events, ctx = run_data
+    tiles = metrics.tiles(events, ctx)
+    labels = [t["label"] for t in tiles]
+    assert labels[:4] == ["Time to first token", "Time per output token", "Decode speed", "KV cache size"]
+    assert all("measured" in t["note"] or "computed" in t["note"] for t in tiles)
+
+
+def test_layer_detail_shows_gqa_groups(run_data):
+    events, ctx = run_data
+    fig = figures.layer_detail_figure(events, ctx, layer=1)
+    assert list(fig.data[0].y) == ["KV head 0 ← Q 0, 1", "KV head 1 ← Q 2, 3"]
+    assert len(fig.data[0].x) == events[-1].kv_seq_len
+
+
+def test_crossover_matches_the_reference_figure():
+    # SmolLM2-135M fp32: 538,060,032 weight bytes per decode step, 46,080 KV bytes per token.
+    assert round(figures.crossover_tokens(538_060_032, 46_080, 1)) == 11_677
+    assert round(figures.crossover_tokens(538_060_032, 46_080, 16)) == 730
+
+
+def test_lesson_slots_are_filled_or_dashed(run_data):
+    events, ctx = run_data
+    text = lesson.text("q1_prefill_vs_decode", lesson.values_for(events, ctx))
+    assert "[[" not in text and f"**{ctx.prompt_len} prompt positions**" in text
+    assert "[[" not in lesson.text("q2_bandwidth") and "—" in lesson.text("q2_bandwidth")
+
+
+def test_send_window_resends_recent_passes_and_everything_on_full_runs():
+    feed: dict = {}
+    assert live.send_window(feed, 1, 3, full=False) == 0
+    assert live.send_window(feed, 1, 5, full=False) == 0
+    assert live.send_window(feed, 1, 8, full=False) == 0
+    assert live.send_window(feed, 1, 9, full=False) == 3  # overlap of the last 3 passes
+    assert live.send_window(feed, 1, 9, full=True) == 0
+    assert live.send_window(feed, 2, 1, full=False) == 0  # a new run starts over
+
+
+def test_controls_frames_carry_raw_text_for_textcontent(run_data):
+    events, ctx = run_data
+    data = live.controls_data(7, {"state": "running", "text": "x"}, events, ctx, 0)
+    assert [f["step"] for f in data["frames"]] == list(range(len(events)))
+    assert len(data["prompt"]) == ctx.prompt_len
+    assert data["frames"][-1]["tiles"]
+
+
+def test_queue_is_fifo_and_reports_positions():
+    q = RunQueue()
+    assert q.acquire(1, lambda: False)
+    order = []
+
+    import threading
+
+    def waiter(t):
+        q.acquire(t, lambda: False)
+        order.append(t)
+        q.release(t)
+
+    threads = [threading.Thread(target=waiter, args=(t,)) for t in (2, 3)]
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    time.sleep(0.1)
+    assert q.position(1) == 0 and q.position(2) == 1 and q.position(3) == 2
+    q.release(1)
+    for t in threads:
+        t.join(5)
+    assert order == [2, 3] and not q.busy
+
+
+def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
+    from app import model_service
+    from app.runs import GenerationRun
+
+    monkeypatch.setattr(model_service, "_ceilings", Ceilings())
+    q = RunQueue()
+    ids = [1, 5, 6, 7]
+    done = GenerationRun(q, tiny_model, "x", ids, GenerationSettings(max_new_tokens=6, stop_on_eos=False)).start()
+    done.join(30)
+    assert done.status == "done" and len(done.events) == 6 and done.ctx is not None
+    assert done.trace().to_json()
+    slow = GenerationRun(q, tiny_model, "x", ids, GenerationSettings(max_new_tokens=400, stop_on_eos=False))
+    slow.start()
+    slow.stop()
+    slow.join(30)
+    assert slow.status == "stopped" and not slow.alive and len(slow.events) < 400
+
+
+def test_abandoned_run_ends_itself(tiny_model, monkeypatch):
+    from app import jobs, model_service
+    from app.runs import GenerationRun
+
+    monkeypatch.setattr(model_service, "_ceilings", Ceilings())
+    monkeypatch.setattr(jobs, "ABANDON_AFTER_S", 0.0)
+    run = GenerationRun(RunQueue(), tiny_model, "x", [1, 5], GenerationSettings(max_new_tokens=400,
+                                                                                stop_on_eos=False)).start()
+    run.join(30)
+    assert run.status == "abandoned" and not run.alive

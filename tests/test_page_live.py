@@ -1,0 +1,114 @@
+"""The live view in Chromium: a real run draws every step, the cache grid ends with kv_seq_len
+columns, and Stop or a click mid-run leaves a consistent page. Screenshots go to artifacts/."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import ARTIFACTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
+
+CHARTS = ("kv", "latency", "traffic", "roofline", "tokens")
+
+
+@pytest.fixture
+def tall_page(browser):
+    # Streamlit scrolls inside its own container, so a tall viewport is what captures the whole page.
+    context = browser.new_context(viewport={"width": 1440, "height": 4200})
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def _steps(page) -> dict:
+    return page.evaluate("JSON.stringify(window.__pdSteps || {})") and page.evaluate("window.__pdSteps || {}")
+
+
+def _live_state(page) -> dict:
+    return page.evaluate("""() => {
+        const c = document.querySelector('.pd-controls');
+        const kv = document.querySelector('.pd-chart[data-chart=kv]');
+        return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
+                shown: c ? Number(c.dataset.shown || 0) : 0,
+                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
+                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null};
+    }""")
+
+
+def _open(page, url):
+    page.goto(url)
+    page.get_by_label("Prompt").wait_for(timeout=180_000)
+
+
+def _wait_drawn(page, timeout=120):
+    """Until the run is over and the display has caught up with every step received."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s = _live_state(page)
+        if s["status"] in ("done", "stopped", "error", "abandoned") and s["available"] and s["shown"] == s["available"]:
+            return s
+        time.sleep(0.3)
+    raise AssertionError(f"live view never settled: {_live_state(page)}")
+
+
+def _assert_every_step(page, n: int) -> None:
+    steps = _steps(page)
+    for chart in CHARTS:
+        assert steps.get(chart) == list(range(n)), f"{chart}: {steps.get(chart)}"
+
+
+def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, tall_page):
+    page = tall_page
+    _open(page, app_server)
+    page.get_by_label("Prompt").fill("List three facts about the Moon. <script>alert(1)</script>")
+    page.get_by_role("button", name="Generate").click()
+    state = _wait_drawn(page)
+    n = state["available"]
+    assert state["status"] == "done" and n >= 2
+    assert state["kvColumns"] == state["prompt"] + n - 1  # the last token is produced but not cached
+    _assert_every_step(page, n)
+    page.get_by_test_id("pd-output").wait_for(timeout=60_000)
+    # escaped everywhere: the prompt's tag shows as text in the token stream, never as an element
+    assert page.locator(".pd-stream script").count() == 0
+    assert "<script" in page.locator(".pd-prompt-toks").inner_text().replace(" ", "") or \
+        "script" in page.locator(".pd-prompt-toks").inner_text()
+    assert page.get_by_test_id("stException").count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "live-done.png"))
+
+
+def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
+    page = tall_page
+    _open(page, app_server)
+    page.get_by_label("Prompt").fill("Write a long story about a dragon who learns to bake bread.")
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    page.keyboard.press("End")  # max new tokens: 256
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("(window.__pdSteps && (window.__pdSteps.kv || []).length >= 4)", timeout=120_000)
+    # pause the display: the model keeps running, the display stops advancing
+    page.get_by_role("button", name="❚❚ Pause").click()
+    shown = _live_state(page)["shown"]
+    page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {shown + 2}",
+                           timeout=60_000)
+    assert _live_state(page)["shown"] == shown  # the model ran on; the display waited
+    page.keyboard.press("ArrowRight")  # step one token from the keyboard
+    page.wait_for_function(f"document.querySelector('.pd-controls').dataset.shown == '{shown + 1}'", timeout=10_000)
+    page.get_by_role("button", name="▶ Real time").click()
+    # a click on another widget mid-run starts a full rerun; the run and the live view carry on
+    page.get_by_text("Sampling (default: greedy)").click()
+    before = _live_state(page)["available"]
+    page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {before + 2}",
+                           timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "live-midrun.png"))
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True).click()
+    state = _wait_drawn(page)
+    assert state["status"] == "stopped" and state["available"] < 256
+    assert state["kvColumns"] == state["prompt"] + state["available"] - 1
+    _assert_every_step(page, state["available"])
+    page.get_by_test_id("pd-output").wait_for(timeout=60_000)
+    assert page.get_by_test_id("stException").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "live-stopped.png"))
