@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -24,31 +23,35 @@ def _log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def _child_peak_rss_mb(cmd: list[str], env: dict | None = None, timeout: float = 600) -> tuple[float, float, str]:
-    """Run a child to completion; its wall time and peak RSS (the largest child waited for so far)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
+def _run_child(cmd: list[str], env: dict | None = None, timeout: float = 600) -> str:
+    """Run a child to completion and return its stdout (its last line carries its figures)."""
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})},
                           timeout=timeout, cwd=ROOT)
-    wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[2:4]} failed: {proc.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of children is a running maximum: only trust it when this child set a new one.
-    return wall, max(after, before) / 1024, proc.stdout
+        raise RuntimeError(f"benchmark child failed: {proc.stderr[-2000:]}")
+    return proc.stdout
 
 
-_PREPARE_CHILD = """
-import sys, time, resource
+# Children report VmHWM (peak RSS of their own address space, reset at exec). ru_maxrss is not
+# used: Linux carries it across fork and exec, so a child would inherit the parent's peak.
+_HWM = """
+def peak_rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+"""
+
+_PREPARE_CHILD = _HWM + """
+import sys, time
 from pathlib import Path
 from core.prepare import convert_gguf
 start = time.perf_counter()
 convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))
-print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(time.perf_counter() - start, peak_rss_mb())
 """
 
-_SERVE_CHILD = """
-import resource, sys, time
+_SERVE_CHILD = _HWM + """
+import sys, time
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file(sys.argv[1], default_timeout=600)
 at.run()
@@ -62,7 +65,7 @@ while run.active and time.time() < deadline:  # the page generates in a backgrou
 at.run()
 assert not at.exception, at.exception
 assert run.status == "done", run.status
-print(len(run.events), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(len(run.events), peak_rss_mb())
 """
 
 
@@ -75,15 +78,14 @@ def bench_prepare() -> dict[str, float]:
         raise RuntimeError("no GGUF found: run `python -m core prepare` first")
     with tempfile.TemporaryDirectory(prefix="pdlab-bench-") as tmp:
         out = Path(tmp) / "prepared"
-        _wall, _peak, stdout = _child_peak_rss_mb([sys.executable, "-c", _PREPARE_CHILD, str(gguf), str(out)])
+        stdout = _run_child([sys.executable, "-c", _PREPARE_CHILD, str(gguf), str(out)])
     seconds, peak = (float(x) for x in stdout.split()[-2:])
     return {"prepare_s": round(seconds, 2), "prepare_peak_rss_mb": round(peak, 1)}
 
 
 def bench_serve_rss(env: dict | None = None) -> float:
     """Peak RSS of a process running the page (Streamlit's AppTest: the script, the model, a run)."""
-    _wall, _peak, stdout = _child_peak_rss_mb(
-        [sys.executable, "-c", _SERVE_CHILD, str(ROOT / "app" / "streamlit_app.py")], env=env)
+    stdout = _run_child([sys.executable, "-c", _SERVE_CHILD, str(ROOT / "app" / "streamlit_app.py")], env=env)
     return round(float(stdout.split()[-1]), 1)
 
 
@@ -99,6 +101,9 @@ def bench_serve_rss_bf16(loaded) -> float:
         bf16 = {name: t.to(torch.bfloat16) for name, t in loaded.model.state_dict().items()}
         loaded.model.save_pretrained(tmp, state_dict=bf16, safe_serialization=True)
         del bf16
+        config = json.loads((Path(tmp) / "config.json").read_text())
+        config["dtype"] = "bfloat16"  # as the hub's config says: transformers then allocates bf16 directly
+        (Path(tmp) / "config.json").write_text(json.dumps(config))
         loaded.tokenizer.save_pretrained(tmp)
         return bench_serve_rss({"PDLAB_MODEL_DIR": tmp, "PDLAB_DTYPE": "bfloat16"})
 

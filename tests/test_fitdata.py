@@ -1,0 +1,33 @@
+"""The predictor's train/test split: disjoint prompts, one row per forward, priced as executed."""
+
+from __future__ import annotations
+
+from core import fitdata
+from core.bench import decode_bandwidth_fraction
+
+
+def test_split_parts_share_no_prompt_lengths_or_text():
+    split = fitdata.load_split()
+    train, test = split["train"], split["test"]
+    assert train["passage"] != test["passage"]
+    assert not {r["prompt_tokens"] for r in train["runs"]} & {r["prompt_tokens"] for r in test["runs"]}
+
+
+def test_measure_splits_gives_one_row_per_forward(tiny_model):
+    rows = fitdata.measure_splits(tiny_model, repeats=2)
+    split = fitdata.load_split()
+    for part in ("train", "test"):
+        expected = sum(r["new_tokens"] for r in split[part]["runs"])
+        assert len(rows[part]) == expected
+        prefills = [r for r in rows[part] if r["phase"] == "prefill"]
+        assert [r["n_new"] for r in prefills] == [r["prompt_tokens"] for r in split[part]["runs"]]
+        for r in rows[part]:
+            assert r["measured_s"] > 0 and r["measured_spread_s"] >= 0
+            assert r["cost"]["n_cached"] == r["n_cached"]
+            assert r["cost"]["flops"]["lm_head"] == 2 * tiny_model.config.hidden_size * tiny_model.config.vocab_size
+
+
+def test_decode_bandwidth_fraction_is_bytes_over_time_over_ceiling():
+    row = {"phase": "decode", "measured_s": 0.5,
+           "cost": {"bytes": {"weights": 4e9, "kv_read": 5e8, "kv_write": 5e8, "activations": 1}}}
+    assert decode_bandwidth_fraction([row, {**row, "phase": "prefill"}], 20e9) == 0.5
