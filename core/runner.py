@@ -95,9 +95,15 @@ class TokenTexts:
         return self._emitted
 
 
+def clean_text(text: str) -> str:
+    """Lone surrogates (a broken paste, a crafted URL) cannot be encoded: they become U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def encode_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> list[int]:
     """Token ids of the prompt, through the model's chat template when `chat` is on and one exists."""
     tok = loaded.tokenizer
+    prompt = clean_text(prompt)
     if chat and getattr(tok, "chat_template", None):
         ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                       tokenize=True, return_dict=False)

@@ -164,3 +164,17 @@ def test_chat_template_wraps_the_prompt(tiny_model):
     chat = encode_prompt(tiny_model, "hi", chat=True)
     assert len(chat) > len(plain)
     assert chat[0] == 1  # <|im_start|>
+
+
+@pytest.mark.parametrize("prompt", [
+    "emoji 🙂👩‍👩‍👧 end", "عربى שלום mixed", "e\u0301\u0301 combining", "bad \ud800 surrogate \udfff",
+    "<script>alert(1)</script> **bold** $x$ `code`", "\x00 nul and \u202e override",
+])
+def test_odd_unicode_prompts_run_and_round_trip(tiny_model, prompt):
+    trace = generate_trace(tiny_model, prompt, _settings(max_new_tokens=4, chat=True))
+    assert len(trace.events) == 4
+    decoded = tiny_model.tokenizer.decode(trace.prompt_token_ids, skip_special_tokens=True)
+    if "\ud800" not in prompt:
+        assert prompt in decoded
+    else:
+        assert "\ufffd" in decoded  # the lone surrogates were replaced, not dropped silently
