@@ -26,8 +26,9 @@ def render_answer(run: Any) -> None:
             f"(measured) · cache: {run.settings.cache} · weights: {run.loaded.info.weights_source}")
     st.session_state["last_info"] = info
     st.caption(info)
-    st.download_button("Download this run's trace (JSON)", run.trace().to_json(), file_name="pdlab-trace.json",
-                       mime="application/json", key="download_trace")
+    from app import export_section
+
+    export_section.render(run, key_prefix="answer")
 
 
 def render_layer_detail(run: Any) -> None:

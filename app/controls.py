@@ -26,7 +26,7 @@ CACHE_LABELS = {"dynamic": "on (dynamic)", "static": "on (static)", "none": "off
 
 DEFAULTS: dict[str, Any] = {
     state.PROMPT: EXAMPLES[0], state.MAX_NEW: 48, state.CACHE: "dynamic", state.CHAT: True,
-    state.TEMPERATURE: 0.0, state.TOP_K: 0, state.SEED: 0,
+    state.TEMPERATURE: 0.0, state.TOP_K: 0, state.SEED: 0, "top_p": 1.0,
 }
 
 
@@ -83,6 +83,7 @@ def render_inputs(loaded: Any) -> None:
         with st.expander("Sampling (default: greedy)"):
             st.slider("Temperature (0 = always the most likely token)", 0.0, 2.0, step=0.1, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", min_value=0, max_value=1000, step=1, key=state.TOP_K)
+            st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key="top_p")
             st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=state.SEED)
     message = st.session_state.pop(state.MESSAGE, None)
     if message:
@@ -96,6 +97,7 @@ def settings_from_state():
     return GenerationSettings(
         max_new_tokens=int(st.session_state[state.MAX_NEW]), temperature=float(st.session_state[state.TEMPERATURE]),
         top_k=int(st.session_state[state.TOP_K]), seed=int(st.session_state[state.SEED]),
+        top_p=float(st.session_state.get("top_p", 1.0)),
         chat=bool(st.session_state[state.CHAT]), cache=str(st.session_state[state.CACHE]),
     ).validated()
 

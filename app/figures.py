@@ -132,6 +132,7 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "hovertemplate": "step %{x}: predicted is %{y:+.0f}% vs measured<extra></extra>"},
     ]
     layout = pal.base_layout("Latency per token: prefill once, then one decode step per token", height=400)
+    layout["margin"] = {**layout["margin"], "t": 70}  # a second title line: the prediction error
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill, then decode steps)"}, "anchor": "y2",
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "ms"}, "domain": [0.34, 1.0], "rangemode": "tozero"}
@@ -159,7 +160,7 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     errors = [abs(x) for x in (prediction_error_pct(ev) for ev in events[1:k + 1]) if x is not None]
     title = "Latency per token: prefill once, then one decode step per token"
     if errors:
-        title += f" · median |prediction error| on decode {statistics.median(errors):.0f}%"
+        title += f"<br><sub>median |prediction error| on decode: {statistics.median(errors):.0f}%</sub>"
     return {"append": append, "layout": {"title.text": title}}
 
 
@@ -178,11 +179,12 @@ def traffic_base(ctx: RunContext) -> dict[str, Any]:
                  "hovertemplate": "after step %{x}: %{y:.1f} MB moved in total<extra></extra>"})
     layout = pal.base_layout("Memory traffic per forward (core.cost: bytes each step must move)", height=360,
                              barmode="stack")
+    layout["margin"] = {**layout["margin"], "r": 70}  # the cumulative axis' ticks and title on the right
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill)"},
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "MB per step"}, "rangemode": "tozero"}
-    layout["yaxis2"] = {"title": {"text": "MB total"}, "overlaying": "y", "side": "right", "showgrid": False,
-                        "rangemode": "tozero"}
+    layout["yaxis2"] = {"title": {"text": "MB total", "standoff": 8}, "overlaying": "y", "side": "right",
+                        "showgrid": False, "rangemode": "tozero", "automargin": True}
     return {"data": data, "layout": layout}
 
 
@@ -219,7 +221,7 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
         cross = crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
         fig.add_scatter(x=[cross], y=[ctx.weight_bytes / MB], mode="markers+text", showlegend=False,
                         marker={"color": color, "size": 10}, text=[f"{cross:,.0f} tokens"],
-                        textposition="top left" if b > 1 else "bottom right",
+                        textposition="bottom right" if b == 1 else "top right",
                         hovertemplate=f"batch {b}: KV traffic overtakes weights at %{{x:,.0f}} tokens<extra></extra>")
     fig.add_vline(x=ctx.context_window, line={"color": pal.GREY, "dash": "dot"},
                   annotation_text=f"context window {ctx.context_window:,}", annotation_position="top")
@@ -227,7 +229,7 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
                                         height=360))
     fig.update_xaxes(title_text="context length (tokens in the cache)", range=[0, x_max])
     fig.update_yaxes(title_text="MB read per decode step", range=[0, 3 * ctx.weight_bytes / MB])
-    return fig
+    return pal.fit_legend(fig)
 
 
 # --- roofline -------------------------------------------------------------------------------
@@ -347,7 +349,8 @@ def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which:
     fig.update_layout(**pal.base_layout(
         f"Layer {layer}: {ctx.n_kv_heads} KV heads, each shared by {g} of the {ctx.n_heads} query heads "
         f"({which} norms, measured)", height=80 + 60 * ctx.n_kv_heads + 60))
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_layout(margin={"l": 150})  # room for the "KV head h ← Q …" row labels
     fig.update_xaxes(title_text="cache position")
     return fig
 

@@ -8,6 +8,7 @@
 
 const MIN_GAP_MS = 40; // at most 25 redraws per second in real time
 const SLOW_FACTOR = 5;
+const REDRAW_MIN_MS = 150; // per chart: at most ~7 Plotly redraws a second
 
 function plotlySrc() {
   const dir = window.location.pathname.replace(/\/[^/]*$/, "/");
@@ -37,7 +38,7 @@ function player() {
   if (!window.__pdPlayer) {
     window.__pdPlayer = {
       runId: null, mode: "live", shown: -1, available: -1, latency: {}, views: new Map(),
-      lastAdvance: 0, started: false,
+      lastAdvance: 0, started: false, replay: false,
     };
     window.__pdSteps = { runId: null };
     window.__pdAfterplot = [];
@@ -58,9 +59,11 @@ function player() {
   return p;
 }
 
-function resetPlayer(runId) {
+function resetPlayer(runId, replay) {
   const p = player();
   p.runId = runId; p.shown = -1; p.available = -1; p.latency = {}; p.lastAdvance = 0;
+  p.replay = !!replay; // a recorded trace: every step is here, play it at the recorded pace
+  if (p.replay) { p.mode = "live"; p.lastAdvance = performance.now(); }
   window.__pdSteps = { runId: runId };
 }
 
@@ -73,12 +76,14 @@ function tick() {
   const p = window.__pdPlayer;
   const now = performance.now();
   let target = p.shown;
+  if (p.replay) { replayTick(p, now); return; }
   if (p.mode === "live" && p.available > p.shown) {
     // Replay at the recorded pace, one poll behind the model, so the steps that arrive together
     // in one fragment pass are spread out as they happened; hurry when falling behind.
     const lag = p.available - p.shown;
-    const gap = lag > 3 ? MIN_GAP_MS : Math.max(MIN_GAP_MS, Math.min(p.latency[p.shown + 1] || 0, 250) * 0.8);
-    if (now - p.lastAdvance >= gap) target = lag > 8 ? p.available - 3 : p.shown + 1; // hidden tab: catch up
+    // A fragment pass (every ~0.5 s) brings up to ~7 steps, so a lag up to ~12 is normal.
+    const gap = lag > 12 ? MIN_GAP_MS : Math.max(MIN_GAP_MS, Math.min(p.latency[p.shown + 1] || 0, 250) * 0.8);
+    if (now - p.lastAdvance >= gap) target = lag > 30 ? p.available - 8 : p.shown + 1; // hidden tab: catch up
   } else if (p.mode === "slow" && p.available > p.shown) {
     const wait = (p.latency[p.shown + 1] || 50) * SLOW_FACTOR;
     if (now - p.lastAdvance >= wait) target = p.shown + 1;
@@ -93,8 +98,32 @@ function show(step, now) {
   for (const view of p.views.values()) view.drawUpTo(step);
 }
 
+// ---- replay: recorded pace, step back, scrub (frames are kept, so any step can be redrawn) ----
+function replayTick(p, now) {
+  if (p.mode === "paused" || p.available <= p.shown) return;
+  const wait = Math.min(p.latency[p.shown + 1] || 50, 2000) * (p.mode === "slow" ? SLOW_FACTOR : 1);
+  if (now - p.lastAdvance >= wait) show(p.shown + 1, now);
+}
+
+function seekTo(step) {
+  const p = player();
+  step = Math.max(-1, Math.min(step, p.available));
+  if (step < p.shown) {
+    for (const view of p.views.values()) if (view.rewind) view.rewind();
+  }
+  show(step);
+}
+window.__pdSeek = seekTo;
+
+function stepBack() {
+  const p = player();
+  setMode("paused");
+  seekTo(p.shown - 1);
+}
+
 function setMode(mode) {
   const p = player();
+  if (p.replay && mode !== "paused" && p.available >= 0 && p.shown >= p.available) seekTo(-1); // play again
   p.mode = mode;
   p.lastAdvance = performance.now();
   for (const view of p.views.values()) if (view.onMode) view.onMode(mode);
@@ -118,6 +147,8 @@ function installKeys() {
       setMode(p.mode === "paused" ? "live" : "paused");
     } else if (ev.key === "ArrowRight" || ev.key === ".") {
       stepOnce();
+    } else if (ev.key === "ArrowLeft" || ev.key === ",") {
+      stepBack();
     } else if (ev.key === "s" || ev.key === "S") {
       setMode("slow");
     } else if (ev.key === "l" || ev.key === "L") {
@@ -168,9 +199,16 @@ function pointCount(fig) {
 }
 
 function themeColors(el) {
+  // getComputedStyle forces a style recalculation; read it at most once a second (the theme
+  // rarely changes), not on every redraw of every chart.
+  const now = performance.now();
+  const cache = window.__pdTheme;
+  if (cache && now - cache.t < 1000) return cache.colors;
   const css = getComputedStyle(el);
   const text = (css.getPropertyValue("--st-text-color") || "").trim() || css.color || "#31333F";
-  return { text: text, grid: "rgba(128,128,128,0.25)" };
+  const colors = { text: text, grid: "rgba(128,128,128,0.25)" };
+  window.__pdTheme = { t: now, colors: colors };
+  return colors;
 }
 
 // ---- a chart view -------------------------------------------------------------------------
@@ -207,7 +245,7 @@ class ChartView {
   receive(data) {
     if (data.run_id !== this.runId) {
       if (!data.base) return; // wait for a send that starts at step 0
-      this.runId = data.run_id; this.fig = JSON.parse(JSON.stringify(data.base));
+      this.runId = data.run_id; this.base = data.base; this.fig = JSON.parse(JSON.stringify(data.base));
       this.frames = new Map(); this.applied = -1; this.lastPoints = 0;
       this.react();
     }
@@ -221,13 +259,19 @@ class ChartView {
     let changed = false;
     while (this.applied < step && this.frames.has(this.applied + 1)) {
       const next = this.applied + 1;
-      applyPatch(this.fig, this.frames.get(next));
-      this.frames.delete(next);
+      applyPatch(this.fig, this.frames.get(next)); // frames are kept: step back / scrub redraws from base
       this.applied = next;
       logStep(this.name, next);
       changed = true;
     }
     if (changed) this.react();
+  }
+
+  rewind() {
+    if (!this.base) return;
+    this.fig = JSON.parse(JSON.stringify(this.base));
+    this.applied = -1;
+    this.react();
   }
 
   react() {
@@ -237,6 +281,15 @@ class ChartView {
     if (this.name === "kv") this.root.dataset.kvColumns = String((this.fig.data[0].x || []).length);
     if (!this.visible && this.plotted) { this.stale = true; return; }
     if (this.drawing) { this.dirty = true; return; }
+    // At most one Plotly redraw per chart every REDRAW_MIN_MS: steps arriving faster are drawn
+    // together (each is still applied and logged). On a 2-core machine the browser's redraws
+    // compete with the model for the CPU; a full Plotly redraw costs tens of ms.
+    const wait = REDRAW_MIN_MS - (performance.now() - (this.lastDraw || 0));
+    if (this.plotted && wait > 0) {
+      if (!this.pending) this.pending = setTimeout(() => { this.pending = null; this.react(); }, wait);
+      return;
+    }
+    this.lastDraw = performance.now();
     this.drawing = true;
     const colors = themeColors(this.root);
     const layout = Object.assign({}, this.fig.layout, { datarevision: this.applied, autosize: true });
@@ -286,8 +339,11 @@ class ControlsView {
         <button type="button" data-mode="live" title="Real time (key L)">▶ Real time</button>
         <button type="button" data-mode="slow" title="Slow motion (key S)">Slow ×${SLOW_FACTOR}</button>
         <button type="button" data-mode="paused" title="Pause / resume (Space)">❚❚ Pause</button>
+        <button type="button" data-act="back" title="Show one token less (←)">← Back</button>
         <button type="button" data-act="step" title="Show one more token (→)">Step →</button>
-        <span class="pd-keys">keys: Space pause · → step · S slow · L real time</span>
+        <label class="pd-scrub-box">step <input type="range" class="pd-scrub" min="0" max="0" value="0"
+          aria-label="Scrub through the steps"> <span class="pd-scrub-text"></span></label>
+        <span class="pd-keys">keys: Space pause · ← → step · S slow · L real time</span>
       </div>
       <div class="pd-status" aria-live="polite"></div>
       <div class="pd-tiles" role="list"></div>
@@ -297,6 +353,12 @@ class ControlsView {
       </div>`;
     for (const b of root.querySelectorAll("button[data-mode]")) b.addEventListener("click", () => setMode(b.dataset.mode));
     root.querySelector("button[data-act=step]").addEventListener("click", stepOnce);
+    root.querySelector("button[data-act=back]").addEventListener("click", stepBack);
+    root.querySelector(".pd-scrub").addEventListener("input", (ev) => {
+      const step = Number(ev.target.value) - 1; // read first: setMode redraws the slider
+      setMode("paused");
+      seekTo(step);
+    });
     parent.replaceChildren(root);
     this.root = root;
     this.redrawAll();
@@ -318,7 +380,7 @@ class ControlsView {
     if (data.run_id !== this.runId) {
       if (!data.prompt) { this.renderStatus(); return; }
       this.runId = data.run_id; this.frames = new Map(); this.applied = -1; this.prompt = data.prompt;
-      resetPlayer(data.run_id);
+      resetPlayer(data.run_id, data.replay);
       this.redrawAll();
     }
     for (const f of data.frames || []) {
@@ -328,6 +390,15 @@ class ControlsView {
     while (this.frames.has(p.available + 1)) p.available += 1;
     if (this.root) { this.root.dataset.available = String(p.available + 1); this.root.dataset.runId = String(this.runId); }
     this.renderStatus();
+  }
+
+  rewind() {
+    if (!this.root) return;
+    this.applied = -1;
+    this.root.querySelector(".pd-gen-toks").replaceChildren();
+    this.root.querySelector(".pd-tiles").replaceChildren();
+    this.root.querySelector(".pd-prompt-box").classList.remove("pd-done");
+    this.root.dataset.shown = "0";
   }
 
   redrawAll() {
@@ -394,10 +465,18 @@ class ControlsView {
       const lag = p.available - Math.max(this.applied, -1);
       const pace = { live: "real time", slow: `slow motion (${SLOW_FACTOR}× slower than measured)`, paused: "paused" }[p.mode];
       text += ` · display: ${pace}, showing ${this.applied + 1} of ${p.available + 1} tokens received`;
-      if (lag > 0 && p.mode !== "live") text += " (the model does not wait for the display)";
+      if (lag > 0 && p.mode !== "live" && !p.replay) text += " (the model does not wait for the display)";
     }
     this.root.querySelector(".pd-status").textContent = text;
     this.root.dataset.status = s.state || "";
+    this.root.dataset.replay = String(!!p.replay);
+    const scrub = this.root.querySelector(".pd-scrub");
+    if (scrub) {
+      scrub.max = String(Math.max(p.available + 1, 0));
+      scrub.value = String(this.applied + 1);
+      scrub.disabled = p.available < 0;
+      this.root.querySelector(".pd-scrub-text").textContent = `${this.applied + 1} / ${p.available + 1}`;
+    }
   }
 }
 

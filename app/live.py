@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app import figures, metrics
+from app import palette as pal
 from app.context import RunContext
 from core.trace import Event
 
@@ -73,7 +74,7 @@ def chart_data(name: str, run_id: int, events: list[Event], ctx: RunContext, sta
     data: dict[str, Any] = {"instance": name, "kind": "chart", "chart": name, "run_id": run_id,
                             "frames": [{"step": k, "patch": patch(events, k, ctx)} for k in range(start, len(events))]}
     if start == 0:
-        data["base"] = base(ctx)
+        data["base"] = pal.fit_legend(base(ctx))
     return data
 
 

@@ -16,7 +16,9 @@ import streamlit as st
 
 from app import lesson, live, metrics, state
 
-POLL_S = 0.2
+TEXT_REFRESH_S = 2.0
+LESSON_CACHE = "pd_live_lesson_texts"
+POLL_S = 0.5  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)
 ROWS = (("kv", "q1_prefill_vs_decode"), ("latency", "latency"), ("traffic", "q2_bandwidth"),
         ("roofline", "roofline"))
 TABLE_TITLES = {"kv": "KV cache grid as a table (one row per cache position)",
@@ -29,6 +31,8 @@ def status_of(run: Any) -> dict[str, str]:
     if run is None:
         return {"state": "idle", "text": "Press Generate to watch the model."}
     n = len(run.events)
+    if getattr(run, "replay", False):  # a recorded trace (app.replay): no model behind it
+        return {"state": "replay", "text": f"Recorded run ({run.source}), {n} tokens, replayed at its recorded pace"}
     if run.status == "queued":
         pos = run.queue_position
         ahead = f"{pos} ahead of you" if pos > 0 else "starting"
@@ -42,6 +46,22 @@ def status_of(run: Any) -> dict[str, str]:
               "stopped": f"Stopped by you after {n} tokens", "abandoned": "Stopped: nobody was watching",
               "error": f"The run failed: {run.error}"}
     return {"state": run.status, "text": labels.get(run.status, run.status)}
+
+
+def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
+    """The lesson prose beside the charts, with this run's numbers. While the run is active the
+    numbers are refreshed every TEXT_REFRESH_S only: the tiles above carry the live figures, and an
+    unchanged text costs the browser no Markdown re-render on the passes in between."""
+    import time
+
+    cached = state.get(LESSON_CACHE)
+    now = time.monotonic()
+    if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
+        return cached["texts"]
+    values = lesson.values_for(events, ctx)
+    texts = {name: lesson.text(name, values) for _, name in ROWS}
+    state.put(LESSON_CACHE, {"run": run.id, "t": now, "texts": texts})
+    return texts
 
 
 def live_view(model_config: Any) -> None:
@@ -64,9 +84,11 @@ def _live_body(model_config: Any) -> None:
     if run.status == "error":
         st.error(f"The run failed: {run.error}")
     start = live.send_window(state.feed(), run.id, len(events), full) if ctx is not None else 0
-    live.mount(live.controls_data(run.id if ctx else None, status, events, ctx, start))
+    controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
+    controls["replay"] = bool(getattr(run, "replay", False))
+    live.mount(controls)
     if ctx is not None:
-        values = lesson.values_for(events, ctx)
+        texts = _lesson_texts(run, events, ctx)
         for chart, text_name in ROWS:
             left, right = st.columns([3, 2], gap="large")
             with left:
@@ -77,6 +99,6 @@ def _live_body(model_config: Any) -> None:
                     else:
                         st.dataframe(metrics.table_for(chart, events, ctx), hide_index=True)
             with right:
-                st.markdown(lesson.text(text_name, values))
+                st.markdown(texts[text_name])
     if state.needs_final_rerun(run):
         st.rerun()

@@ -20,30 +20,40 @@ PAGE_CSS = """
 
 def render() -> None:
     state.begin_full_pass()
+    from app import share_links  # issue 6: a link's values go into the widgets before any is drawn
+
+    share_links.apply_link_once()
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title("Prefill & Decode Lab")
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
                "Every number is either **measured** on this run or **computed** by the cost model, and says so.")
-    from app import lesson  # after the title: pulls in plotly
+    from app import lesson, presenter  # after the title: pulls in plotly
 
-    st.markdown(lesson.text("intro"))
-    with st.spinner("Loading the model (the first start of a server prepares it once)…"):
-        try:
-            from app.model_service import get_model
+    presenter.render_header()
+    share_links.show_notices()
+    if not presenter.active():
+        st.markdown(lesson.text("intro"))
+    from app import model_gate, replay_section
 
-            loaded = get_model()
-        except Exception as exc:  # shown to the reader, never as a traceback
-            st.error(f"The model could not be loaded: {exc}")
-            return
+    # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
+    status, loaded = model_gate.model_state()
+    if status != "ready":
+        replay_section.render_without_model(status, loaded)
+        share_links.sync_url()
+        return
     from app.model_service import start_calibration
 
     start_calibration(loaded)
     _inputs(loaded)
+    replay_section.render_tools(loaded)
+    presenter.render_tour(True)
+    replay_section.replay_banner(state.current_run())
     from app.live_section import live_view
 
     st.divider()
     live_view(loaded.config)
     _after_run(loaded)
+    share_links.sync_url()
 
 
 def _inputs(loaded) -> None:
@@ -53,8 +63,11 @@ def _inputs(loaded) -> None:
 
 
 def _after_run(loaded) -> None:
-    from app import after_run, lesson, panels
+    from app import after_run, lesson, panels, presenter
 
+    if presenter.active():  # minimal chrome: only what the current tour step needs
+        presenter.render_section(loaded)
+        return
     run = state.current_run()
     finished = run is not None and not run.active and bool(run.events)
     if finished:

@@ -46,3 +46,25 @@ def base_layout(title: str, height: int = 360, **extra: Any) -> dict[str, Any]:
     }
     layout.update(extra)
     return layout
+
+
+def fit_legend(fig: Any, px_per_char: float = 7.2, symbol_px: int = 50) -> Any:
+    """Give a horizontal legend a fixed entry width from its longest name.
+
+    Plotly 4's horizontal legend, when it wraps onto a second row, clips the last entry of the first
+    row (its measured row width comes out short); a fixed entry width sidesteps that measurement.
+    Works on a go.Figure or a figure dict; returns it.
+    """
+    data = fig["data"] if isinstance(fig, dict) else fig.data
+    names = [t.get("name") if isinstance(t, dict) else t.name for t in data
+             if (t.get("showlegend") if isinstance(t, dict) else t.showlegend) is not False]
+    names = [n for n in names if n]
+    if not names:
+        return fig
+    width = int(max(len(n) for n in names) * px_per_char + symbol_px)
+    legend = {"entrywidth": width, "entrywidthmode": "pixels"}
+    if isinstance(fig, dict):
+        fig.setdefault("layout", {}).setdefault("legend", {}).update(legend)
+    else:
+        fig.update_layout(legend=legend)
+    return fig

@@ -2,6 +2,11 @@
 
 They run as queued background jobs like a generation (app.jobs), so they never interleave with
 another reader's run and a click elsewhere on the page does not abandon them halfway.
+
+Fairness of the measurements: each job first runs a short untimed warm-up (the first forwards
+after a pause are slow: caches and thread pools are cold), and the comparison advances its three
+modes in lockstep, one forward of each in turn, so a burst of load from elsewhere on the machine
+hits all three alike instead of whichever mode happened to run at that moment.
 """
 
 from __future__ import annotations
@@ -15,13 +20,26 @@ from app.model_service import make_annotator
 from core.runner import NO_CACHE_MAX_NEW_TOKENS, GenerationSettings, encode_prompt, run
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
+PREDICTED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)  # the predictor goes on past what is measured
 BATCH_PROMPT = "Tell me a short story about a robot."
 BATCH_STEPS = 8
 COMPARE_MODES = ("dynamic", "static", "none")
+COMPARE_DEFAULT_TOKENS = NO_CACHE_MAX_NEW_TOKENS
+
+
+def _warm_up(loaded: Any, prompt_ids: list[int], batch: int = 1) -> None:
+    """Two untimed forwards, so the first measured one is not the cold one."""
+    for _ in run(loaded, prompt_ids, GenerationSettings(max_new_tokens=2, batch=batch, stop_on_eos=False,
+                                                        record_kv_norms=False)):
+        pass
 
 
 class CompareJob(Job):
-    """The same prompt and token count with each cache mode; EOS ignored so every mode runs as long."""
+    """The same prompt and token count with each cache mode; EOS ignored so every mode runs as long.
+
+    result["modes"][mode] is the measured ms of each forward; result["predicted"][mode] the
+    predictor's ms for the same forward (None where core cannot price it).
+    """
 
     kind = "compare"
 
@@ -29,17 +47,39 @@ class CompareJob(Job):
         super().__init__(queue)
         self.loaded, self.prompt_ids = loaded, prompt_ids
         self.n_tokens = max(2, min(n_tokens, NO_CACHE_MAX_NEW_TOKENS))
-        self.result: dict[str, Any] = {"prompt_len": len(prompt_ids), "n_tokens": self.n_tokens, "modes": {}}
+        self.result: dict[str, Any] = {"prompt_len": len(prompt_ids), "n_tokens": self.n_tokens, "modes": {},
+                                       "predicted": {}}
 
     def work(self) -> None:
+        import torch
+
+        self.progress = "warming up…"
+        _warm_up(self.loaded, self.prompt_ids)
+        # The three runs are generators advanced in turn, each inside its own inference_mode; the
+        # outer one keeps the mode on while one of them suspends and another resumes.
+        with torch.inference_mode():
+            self._lockstep()
+
+    def _lockstep(self) -> None:
+        streams = {}
         for mode in COMPARE_MODES:
-            if self.should_stop():
-                return
-            self.progress = f"running with cache = {mode} ({self.n_tokens} tokens)…"
             settings = GenerationSettings(max_new_tokens=self.n_tokens, cache=mode, stop_on_eos=False,
                                           record_kv_norms=False)
-            latencies = [e.latency_ms for e in run(self.loaded, self.prompt_ids, settings, self.should_stop)]
-            self.result["modes"][mode] = latencies
+            streams[mode] = run(self.loaded, self.prompt_ids, settings, self.should_stop,
+                                annotate=make_annotator(self.loaded, settings))
+            self.result["modes"][mode] = []
+            self.result["predicted"][mode] = []
+        for k in range(self.n_tokens):
+            if self.should_stop():
+                return
+            self.progress = (f"token {k + 1} of {self.n_tokens}, one forward with each cache mode in turn "
+                             f"(dynamic, static, off)…")
+            for mode, stream in streams.items():
+                event = next(stream, None)
+                if event is None:
+                    return
+                self.result["predicted"][mode].append(event.predicted_ms)
+                self.result["modes"][mode].append(event.latency_ms)  # last: readers key off this list
 
 
 class BatchJob(Job):
@@ -51,11 +91,14 @@ class BatchJob(Job):
                  steps: int = BATCH_STEPS) -> None:
         super().__init__(queue)
         self.loaded, self.batches, self.steps = loaded, batches, steps
-        self.result: dict[str, Any] = {"rows": [], "steps": steps}
+        self.result: dict[str, Any] = {"rows": [], "steps": steps, "predicted": [], "compute_bound_from": None}
 
     def work(self) -> None:
         prompt_ids = encode_prompt(self.loaded, BATCH_PROMPT, chat=True)
         self.result["prompt_len"] = len(prompt_ids)
+        self.progress = "predicting, then warming up…"
+        self.result["predicted"], self.result["compute_bound_from"] = predicted_batches(self.loaded, len(prompt_ids))
+        _warm_up(self.loaded, prompt_ids)
         base = GenerationSettings(max_new_tokens=self.steps + 1, stop_on_eos=False, record_kv_norms=False)
         for b in self.batches:
             if self.should_stop():
@@ -77,3 +120,42 @@ class BatchJob(Job):
                 "tokens/s (predicted)": round(b * 1000.0 / pred_ms, 1) if pred_ms else None,
                 "prefill ms (measured)": round(events[0].latency_ms, 1),
             })
+
+
+def predicted_batches(loaded: Any, prompt_len: int) -> tuple[list[dict[str, Any]], float | None]:
+    """The predictor's decode step at each of PREDICTED_BATCHES (context: the prompt plus a few tokens),
+    and the batch size from which its compute term outgrows its memory terms (None if never, or unpriced).
+
+    The crossover is where batching stops paying on this machine: below it a bigger batch rides on
+    the same weight read; above it every extra row adds its own arithmetic time.
+    """
+    try:
+        from core.dtypes import normalize_dtype
+        from core.predictor import cost_for_event, host_predictor
+        from core.spec import spec_from_config
+
+        spec = spec_from_config(loaded.config)
+        dtype = normalize_dtype(loaded.info.dtype)
+        predictor = host_predictor(spec, dtype)
+    except Exception:  # no calibration or an architecture core cannot price: measured numbers only
+        return [], None
+    n_cached = prompt_len + BATCH_STEPS // 2
+    rows, crossover = [], None
+
+    def split(b: float) -> tuple[float, float]:
+        terms = predictor.terms_s(cost_for_event(spec, 1, n_cached, max(1, round(b)), dtype), "decode")
+        coef = predictor.coef
+        return coef["compute"] * terms["compute"], coef["memory"] * terms["memory"] + coef["kv"] * terms["kv"]
+
+    for b in PREDICTED_BATCHES:
+        cost = cost_for_event(spec, 1, n_cached, b, dtype)
+        ms = predictor.predict_s(cost, "decode") * 1000.0
+        compute, memory = split(b)
+        rows.append({"batch": b, "step ms (predicted)": round(ms, 2), "tokens/s (predicted)": round(b * 1000.0 / ms, 1),
+                     "compute ms (predicted)": round(compute * 1000, 2), "memory ms (predicted)": round(memory * 1000, 2)})
+    for b in range(1, 4097):
+        compute, memory = split(b)
+        if compute >= memory:
+            crossover = float(b)
+            break
+    return rows, crossover

@@ -73,4 +73,5 @@ class GenerationRun(Job):
         return Trace(model=self.loaded.info.to_dict(), settings=self.settings.to_dict(),
                      prompt_token_ids=list(self.prompt_ids), events=list(self.events),
                      generated_text=self.generated_text, prompt_text=self.prompt,
-                     stop_reason=self.stop_reason, environment=environment())
+                     stop_reason=self.stop_reason, environment=environment(),
+                     prompt_tokens=list(self.ctx.prompt_tokens) if self.ctx is not None else None)

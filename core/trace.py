@@ -57,6 +57,9 @@ class Trace:
     stop_reason: str | None = None
     hardware: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
+    # The prompt's tokens as text (one per id), so a replay can show them without the tokenizer.
+    # Optional and additive: older traces lack it and replays then label tokens by id.
+    prompt_tokens: list[str] | None = None
     version: int = TRACE_VERSION
 
     @property
@@ -170,4 +173,12 @@ def _parse(data: Any) -> Trace:
         prompt_text=str(data.get("prompt_text", "")), stop_reason=data.get("stop_reason"),
         hardware=data.get("hardware") if isinstance(data.get("hardware"), dict) else None,
         environment=data.get("environment") if isinstance(data.get("environment"), dict) else None,
+        prompt_tokens=_prompt_tokens(data.get("prompt_tokens"), len(data["prompt_token_ids"])),
     )
+
+
+def _prompt_tokens(value: Any, n: int) -> list[str] | None:
+    """The optional prompt token texts: kept only when they are n strings (else ignored, not fatal)."""
+    if isinstance(value, list) and len(value) == n and all(isinstance(t, str) for t in value):
+        return list(value)
+    return None

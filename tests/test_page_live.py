@@ -48,7 +48,11 @@ def _wait_drawn(page, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
         s = _live_state(page)
-        if s["status"] in ("done", "stopped", "error", "abandoned") and s["available"] and s["shown"] == s["available"]:
+        # settled: the run is over, the display shows every step, and the KV grid (a separate
+        # component, whose last frames can arrive a pass after the token stream's) has caught up
+        caught_up = s["kvColumns"] is None or s["kvColumns"] == s["prompt"] + s["available"] - 1
+        if (s["status"] in ("done", "stopped", "error", "abandoned") and s["available"]
+                and s["shown"] == s["available"] and caught_up):
             return s
         time.sleep(0.3)
     raise AssertionError(f"live view never settled: {_live_state(page)}")

@@ -1,0 +1,166 @@
+"""Recorded runs on the page: replay a bundled or uploaded trace, and save the current run.
+
+Everything a reader can do with traces lives here: the bundled-recording picker, the uploader
+(a bad file is a clear message and the view on screen stays), the JSON and CSV downloads of the
+current run, and the banners that say a run on screen is a recording and where it came from.
+A replay becomes the session's run (state.set_run), so the live view draws it with the same charts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import streamlit as st
+
+from app import replay, state
+
+UPLOAD = "pd_trace_upload"
+UPLOAD_MESSAGE = "pd_trace_message"
+UPLOAD_SEEN = "pd_trace_upload_seen"
+BUNDLED = "pd_bundled_choice"
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # .streamlit/config.toml maxUploadSize = 20 (MB)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def plain(text: str) -> str:
+    """Text shown literally by st.markdown-based elements: Markdown and HTML specials escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def safe_name(name: str) -> str:
+    """A file name fit to show inside a message: plain characters only, never markup."""
+    cleaned = re.sub(r"[^A-Za-z0-9._ -]", "_", str(name or "file"))[:80]
+    return cleaned or "file"
+
+
+def load_upload(content: bytes, name: str, tokenizer: Any = None) -> tuple[Any | None, str]:
+    """(a replay run, "") for a good trace file, or (None, why not) for any bad one. Never raises."""
+    from core.trace import TraceError, load_trace_file
+
+    label = safe_name(name)
+    if len(content) > MAX_UPLOAD_BYTES:
+        return None, (f"'{label}' is {len(content) / 2**20:.1f} MB; a trace file may be at most "
+                      f"{MAX_UPLOAD_BYTES // 2**20} MB. Nothing was changed.")
+    try:
+        trace = load_trace_file(content)
+    except TraceError as exc:
+        return None, f"'{label}' is not a trace this page can replay: {exc}. Nothing was changed."
+    except Exception as exc:  # anything else a hostile file can provoke: still a message
+        return None, f"'{label}' could not be read ({type(exc).__name__}). Nothing was changed."
+    if not trace.events:
+        return None, f"'{label}' holds no steps to replay (0 events). Nothing was changed."
+    try:
+        run = replay.replay_run(trace, f"your file '{label}'", tokenizer)
+    except Exception as exc:
+        return None, f"'{label}' could not be replayed ({type(exc).__name__}: {exc}). Nothing was changed."
+    return run, ""
+
+
+def _on_upload(tokenizer: Any) -> None:
+    files = st.session_state.get(UPLOAD)
+    if files is None:
+        return
+    content = files.getvalue()
+    run, message = load_upload(content, files.name, tokenizer)
+    if run is None:
+        st.session_state[UPLOAD_MESSAGE] = ("error", message)
+        return
+    state.set_run(run)
+    st.session_state[UPLOAD_MESSAGE] = ("success", f"Loaded '{safe_name(files.name)}': "
+                                                   f"{len(run.events)} steps, replaying below.")
+
+
+def play_bundled(name: str | None = None) -> None:
+    name = name or st.session_state.get(BUNDLED) or replay.DEFAULT_BUNDLED
+    if name not in replay.bundled_names():
+        name = replay.bundled_names()[0]
+    state.set_run(replay.bundled(name))
+
+
+def ensure_something_on_screen() -> None:
+    """No run yet (model preparing or unavailable): put the default bundled recording on screen."""
+    if state.current_run() is None and replay.bundled_names():
+        play_bundled(replay.DEFAULT_BUNDLED)
+
+
+def model_banner(kind: str, message: str = "") -> None:
+    """The banner above a replay shown because the model is not (yet) there."""
+    if kind == "loading":
+        st.info("**The model is still being prepared on this server.** Meanwhile you are watching a "
+                "**recorded run** of the same model, replayed without it: the charts, tokens and cache "
+                "growth are exactly what the model produced when it was recorded.", icon=":material/hourglass_top:")
+    else:
+        st.warning("**The model could not be loaded on this server, so this page replays recorded runs.** "
+                   "Every chart below is a real run of SmolLM2-135M, recorded earlier; you can still play, "
+                   "pause, step and scrub it, load your own trace file, and read the lesson.\n\n"
+                   f"Why the model is unavailable: {plain(message[:600])}", icon=":material/warning:")
+
+
+def replay_banner(run: Any) -> None:
+    """Says that the run on screen is a recording, and on which machine its timings were measured."""
+    if not getattr(run, "replay", False):
+        return
+    trace = run.trace()
+    s = trace.summary()
+    st.info(f"**Recorded run, not live:** {plain(run.source)} · model {plain(s['model'])} "
+            f"({plain(s['weights_source'])}) · timings measured on "
+            f"{plain(replay.recorded_on(trace))}. Use ▶ / ❚❚ / ← → or the step slider to walk through it.",
+            icon=":material/videocam:")
+
+
+def render_tools(loaded: Any = None, expanded: bool = False) -> None:
+    """The 'Recorded runs' expander: bundled picker, uploader, and this run's downloads."""
+    with st.expander("Recorded runs: replay, load, save", expanded=expanded):
+        names = replay.bundled_names()
+        c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+        if names:
+            c1.selectbox("Bundled recordings (real runs of this model)", names, key=BUNDLED,
+                         format_func=replay.bundled_label)
+            c2.button("Replay it", key="pd_replay_bundled", on_click=play_bundled, width="stretch")
+        tokenizer = getattr(loaded, "tokenizer", None)
+        st.file_uploader("Load a trace file (.json saved by this page or `python -m core generate --json`)",
+                         type=["json"], key=UPLOAD, on_change=_on_upload, args=(tokenizer,),
+                         help="At most 20 MB. A file that is not a valid trace is refused with a message; "
+                              "what is on screen stays.")
+        kind_message = st.session_state.get(UPLOAD_MESSAGE)
+        if kind_message:
+            kind, message = kind_message
+            (st.error if kind == "error" else st.success)(plain(message))
+        from app import export_section
+
+        export_section.render(state.current_run(), key_prefix="tools")
+
+
+def render_without_model(status: str, message: str | None) -> None:
+    """The page while the model is preparing ("loading") or cannot load ("failed"): a recording replays."""
+    from app import after_run, figures, lesson, model_gate, presenter
+    from app.live_section import live_view
+
+    ensure_something_on_screen()
+    model_banner(status, message or "")
+    if status == "loading":
+        model_gate.watch_until_ready()
+    else:
+        st.button("Try loading the model again", key="pd_model_retry", on_click=model_gate.retry)
+    render_tools(None)
+    presenter.render_tour(False)
+    run = state.current_run()
+    replay_banner(run)
+    st.divider()
+    live_view(None)
+    run = state.current_run()
+    if run is None or run.active or not run.events:
+        return
+    st.divider()
+    after_run.render_answer(run)
+    if presenter.active():
+        return
+    after_run.render_layer_detail(run)
+    st.divider()
+    st.markdown(lesson.text("formulas", lesson.values_for(run.events, run.ctx)))
+    after_run.render_crossover(run.events, run.ctx)
+    st.caption(f"The cache comparison and batching experiments need the live model "
+               f"({figures.fmt_bytes(run.ctx.kv_bytes_per_token)} of cache per token here, computed).")

@@ -1,0 +1,152 @@
+"""Issue 6 in Chromium: presenter mode with the keyboard, scrubbing a replay, save and reload through
+the page, and a shared link reopening the same view. Screenshots go to artifacts/.
+
+Two servers: one whose model cannot load (empty cache, hub off, nothing to fetch), so the replay path
+is exercised exactly as a presenter on a broken network would see it; and the usual app_server with
+the real model for the shared-link test (the widgets exist only with the model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from core.trace import Trace, bundled_traces
+from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def replay_server(tmp_path_factory):
+    port = free_port()
+    env = {"PDLAB_CACHE_DIR": str(tmp_path_factory.mktemp("empty-cache")), "HF_HUB_OFFLINE": "1",
+           "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    os.environ.pop("PDLAB_MODEL_DIR", None)
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, env=env, log_name="replay")
+    try:
+        wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+@pytest.fixture
+def big_page(browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 1800}, accept_downloads=True)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def _controls(page) -> dict:
+    return page.evaluate("""() => {
+        const c = document.querySelector('.pd-controls');
+        const kv = document.querySelector('.pd-chart[data-chart=kv]');
+        return {...c.dataset, shown: Number(c.dataset.shown || 0), available: Number(c.dataset.available || 0),
+                kvApplied: kv ? Number(kv.dataset.applied || 0) : null,
+                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null};
+    }""")
+
+
+def _wait_shown(page, n: int, timeout: float = 10) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s = _controls(page)
+        if s["shown"] == n and s["kvApplied"] == n:
+            return s
+        time.sleep(0.1)
+    raise AssertionError(f"expected step {n} on screen, got {_controls(page)}")
+
+
+def _open_replay(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(".pd-controls[data-replay=true][data-available='48']", timeout=90_000)
+    page.wait_for_selector(".pd-chart[data-chart=kv] .main-svg", timeout=30_000)
+
+
+def test_presenter_mode_with_the_keyboard(replay_server, big_page):
+    page = big_page
+    _open_replay(page, replay_server + "/?presenter=1")
+    assert page.get_by_test_id("stToolbar").is_hidden()  # minimal chrome
+    size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.st-key-pd_tour p')).fontSize)")
+    assert size >= 22, size  # large type
+    assert page.get_by_text("could not be loaded").is_visible()  # the fallback banner says why
+    page.keyboard.press("Space")  # the recording autoplays: Space pauses it
+    page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'paused'", timeout=5_000)
+    shown = _controls(page)["shown"]
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    _wait_shown(page, shown + 2)
+    page.keyboard.press("ArrowLeft")  # back: the charts are redrawn from the recording
+    s = _wait_shown(page, shown + 1)
+    assert s["kvColumns"] == 40 + shown  # prefill wrote 40 columns, then one per decode step shown
+    assert page.locator(".pd-gen-toks .pd-tok").count() == shown + 1
+    title = page.locator(".st-key-pd_tour h3").inner_text()
+    assert title.startswith("1")
+    page.keyboard.press("n")  # the tour's next step, as a clicker's PageDown would
+    page.wait_for_function("document.querySelector('.st-key-pd_tour h3').innerText.startsWith('2')", timeout=20_000)
+    page.wait_for_function("location.search.includes('presenter=1')", timeout=10_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "presenter-keyboard.png"))
+
+
+def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
+    page = big_page
+    _open_replay(page, replay_server + "/")
+    scrub = page.locator(".pd-scrub")
+    scrub.fill("10")
+    s = _wait_shown(page, 10)
+    assert s["mode"] == "paused" and s["kvColumns"] == 40 + 9
+    scrub.fill("48")
+    assert _wait_shown(page, 48)["kvColumns"] == 40 + 47  # the last token is produced, not cached
+    scrub.fill("1")
+    assert _wait_shown(page, 1)["kvColumns"] == 40  # back to the prefill alone
+    page.screenshot(path=str(ARTIFACTS / "replay-scrubbed.png"))
+    # save the trace, then load the saved file back: the same run replays
+    page.get_by_text("Recorded runs: replay, load, save").click()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Save trace (JSON)").first.click()
+    saved = Path(info.value.path()).read_bytes()
+    assert info.value.suggested_filename.startswith("pdlab-smollm2-135m-instruct-explain")
+    original = Trace.from_json(bundled_traces()["sky-blue"].read_bytes())
+    assert Trace.from_json(saved).events == original.events
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(
+        {"name": info.value.suggested_filename, "mimeType": "application/json", "buffer": saved})
+    page.wait_for_function("document.querySelector('.pd-status').innerText.includes('your file')", timeout=30_000)
+    page.get_by_text("Loaded").first.wait_for(timeout=10_000)
+    bad = json.dumps({"version": 7, "events": []}).encode()
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(
+        {"name": "old.json", "mimeType": "application/json", "buffer": bad})
+    page.get_by_text("version 7 is not supported").wait_for(timeout=20_000)
+    assert "your file" in page.locator(".pd-status").inner_text()  # the view stayed
+    page.screenshot(path=str(ARTIFACTS / "replay-bad-upload.png"))
+
+
+@pytest.mark.model
+def test_a_shared_link_reopens_the_view(app_server, big_page):
+    page = big_page
+    link = ("/?prompt=Why+is+the+Moon+bright%3F&max_new_tokens=12&temperature=0.7&top_k=40&seed=7&cache=static"
+            "&trace=moon-facts")
+    page.goto(app_server + link)
+    page.get_by_label("Prompt").wait_for(timeout=180_000)
+    assert page.get_by_label("Prompt").input_value() == "Why is the Moon bright?"
+    slider = page.get_by_test_id("stSlider").filter(has_text="Max new tokens")
+    assert slider.get_by_test_id("stSliderThumbValue").inner_text() == "12"
+    assert page.get_by_role("radio", name="on (static)").is_checked()
+    page.wait_for_selector(".pd-controls[data-replay=true][data-available='44']", timeout=60_000)
+    query = parse_qs(urlparse(page.url).query)
+    assert query["prompt"] == ["Why is the Moon bright?"] and query["trace"] == ["moon-facts"]
+    assert query["max_new_tokens"] == ["12"] and query["cache"] == ["static"] and query["page"] == ["replay"]
+    # a change to a widget goes back into the address bar
+    page.get_by_text("on (dynamic)").click()
+    page.wait_for_function("!location.search.includes('cache=')", timeout=20_000)
+    page.get_by_role("button", name="Share this view").click()
+    page.get_by_text("Why+is+the+Moon+bright").first.wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "shared-link.png"))

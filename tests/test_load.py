@@ -1,0 +1,156 @@
+"""Many readers and impatient clicks against one server: own runs, consistent state, bounded memory.
+
+Figures (peak RSS, RSS growth, threads) are written to artifacts/load.json for the notes; the
+bounds asserted are generous ceilings that only a leak or a crash would cross.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+
+import psutil
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
+
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
+
+WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", "cactus")
+SETTLED = ("done", "stopped", "error", "abandoned")
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="load")
+    try:
+        wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}", psutil.Process(proc.pid)
+    finally:
+        stop(proc)
+
+
+def _record(key: str, value) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "load.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = value
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _state(page) -> dict:
+    return page.evaluate("""() => {
+        const c = document.querySelector('.pd-controls');
+        const kv = document.querySelector('.pd-chart[data-chart=kv]');
+        const toks = document.querySelector('.pd-prompt-toks');
+        return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
+                shown: c ? Number(c.dataset.shown || 0) : 0,
+                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
+                promptText: toks ? toks.innerText : '',
+                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null,
+                exceptions: document.querySelectorAll('[data-testid=stException]').length};
+    }""")
+
+
+def _open(page, url: str, prompt: str, tokens: int) -> None:
+    page.goto(url)
+    page.get_by_label("Prompt").wait_for(timeout=240_000)
+    page.get_by_label("Prompt").fill(prompt)
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    page.keyboard.press("Home")
+    for _ in range(tokens - 1):
+        page.keyboard.press("ArrowRight")
+
+
+def _settled(s: dict) -> bool:
+    """The run is over and the display has drawn every step it received."""
+    return s["status"] in SETTLED and s["shown"] == s["available"]
+
+
+def _wait_settled(page, timeout: float = 240) -> dict:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s = _state(page)
+        if _settled(s):
+            return s
+        time.sleep(0.3)
+    raise AssertionError(f"never settled: {_state(page)}")
+
+
+def _rss_mb(proc: psutil.Process) -> float:
+    return proc.memory_info().rss / 1e6
+
+
+def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser):
+    url, proc = server
+    contexts = [browser.new_context(viewport={"width": 1280, "height": 1600}) for _ in WORDS]
+    pages = [c.new_page() for c in contexts]
+    try:
+        for word, page in zip(WORDS, pages, strict=True):
+            _open(page, url, f"Use the word {word} in one short sentence.", tokens=6)
+        peak = _rss_mb(proc)
+        for page in pages:
+            page.get_by_role("button", name="Generate").click()
+        deadline = time.time() + 300
+        states = {}
+        while time.time() < deadline and len(states) < len(pages):
+            peak = max(peak, _rss_mb(proc))
+            for i, page in enumerate(pages):
+                s = _state(page)
+                if i not in states and _settled(s):
+                    states[i] = s
+            time.sleep(0.5)
+        assert len(states) == len(pages), "some sessions never finished (deadlock?)"
+        for i, word in enumerate(WORDS):
+            s = states[i]
+            assert s["status"] == "done" and s["exceptions"] == 0, s
+            text = s["promptText"].replace(" ", "").replace("\n", "")
+            assert word in text, (word, text)
+            assert not any(other in text for other in WORDS if other != word)
+            assert s["kvColumns"] == s["prompt"] + s["available"] - 1
+        _record("eight_sessions_peak_rss_mb", round(peak, 1))
+        assert peak < 3000
+    finally:
+        for c in contexts:
+            c.close()
+
+
+def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
+    url, proc = server
+    context = browser.new_context(viewport={"width": 1280, "height": 1600})
+    page = context.new_page()
+    try:
+        _open(page, url, "Tell me a long story about a lighthouse.", tokens=40)
+        page.get_by_role("button", name="Generate").click()
+        _wait_settled(page)
+        rss_before, threads_before = _rss_mb(proc), proc.num_threads()
+        stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
+        outcomes = []
+        for i in range(50):
+            page.get_by_role("button", name="Generate").click()
+            if i % 5 == 0:
+                page.get_by_text("Use the chat template").click()  # a widget change mid-run
+            time.sleep(0.2 + (i % 3) * 0.2)
+            # The run may end (Stop disabled) before the click lands: also a valid race.
+            with contextlib.suppress(PlaywrightTimeout):
+                stop_button.click(timeout=3000)
+            s = _wait_settled(page)
+            assert s["exceptions"] == 0, (i, s)
+            if s["available"]:
+                assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (i, s)
+            outcomes.append(s["status"])
+        time.sleep(2)
+        growth = _rss_mb(proc) - rss_before
+        threads_after = proc.num_threads()
+        _record("fifty_cycles", {"rss_growth_mb": round(growth, 1), "threads_before": threads_before,
+                                 "threads_after": threads_after, "outcomes": {k: outcomes.count(k)
+                                                                              for k in set(outcomes)}})
+        assert threads_after <= threads_before + 2, (threads_before, threads_after)
+        assert growth <= 50, f"RSS grew {growth:.1f} MB over 50 cycles"
+    finally:
+        context.close()

