@@ -112,6 +112,14 @@ class CalibrationJob(Job):
         get_ceilings()
         from core.runner import GenerationSettings
 
+        try:
+            from core.fitdata import ensure_fitted
+
+            self.progress = "fitting the latency predictor to this machine (once per server, ~15 s)…"
+            ensure_fitted(self.loaded)
+        except Exception:  # predictions then use the unfitted roofline, still labelled as predictions
+            pass
+
         make_annotator(self.loaded, GenerationSettings())
 
 

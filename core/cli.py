@@ -74,19 +74,12 @@ def cmd_calibrate(args) -> int:
     """Measure this machine, then fit the predictor on the default model's train split."""
     import json
 
-    from core import calibrate, fitdata, predictor
-    from core.spec import spec_from_config
+    from core import calibrate, fitdata
 
     cal = calibrate.calibrate(force=True, quick=args.quick)
     result = {"calibration": cal.to_dict()}
     if not args.no_fit:
-        loaded = _load(args)
-        spec = spec_from_config(loaded.config)
-        base = predictor.host_predictor(spec, loaded.info.dtype, calibration=cal, use_fit=False)
-        rows = fitdata.measure_split(loaded, "train")
-        fitted = predictor.fit(base, fitdata.samples(rows), label="train split")
-        predictor.save_fit(fitted, spec)
-        result["predictor"] = fitted.describe()
+        result["predictor"] = fitdata.ensure_fitted(_load(args), repeats=3, force=True).describe()
     if args.json:
         print(json.dumps(result))
     else:

@@ -75,3 +75,23 @@ def errors(predictor: Predictor, rows: list[dict]) -> dict[str, list[float]]:
         out[r["phase"]].append(abs(predictor.predict_s(r["cost"], r["phase"]) - measured) / measured)
         out["naive_" + r["phase"]].append(abs(predictor.naive_s(r["cost"]) - measured) / measured)
     return out
+
+
+def ensure_fitted(loaded, repeats: int = 1, force: bool = False) -> Predictor:
+    """This machine's fitted predictor for `loaded`: the saved fit, or a new one from the train split.
+
+    The unfitted roofline uses microbenchmark ceilings, which can miss a real model's forward by a
+    third on a CPU; a fit on one pass of the train split (about 10 s here) brings it to ~10%.
+    """
+    from core import predictor as predictor_mod
+
+    spec = spec_from_config(loaded.config)
+    if not force:
+        fitted = predictor_mod.host_predictor(spec, loaded.info.dtype)
+        if fitted.fitted:
+            return fitted
+    base = predictor_mod.host_predictor(spec, loaded.info.dtype, use_fit=False)
+    rows = measure_splits(loaded, ("train",), repeats=repeats)["train"]
+    fitted = predictor_mod.fit(base, samples(rows), label=f"train split, {repeats} pass(es)")
+    predictor_mod.save_fit(fitted, spec)
+    return fitted

@@ -31,3 +31,16 @@ def test_decode_bandwidth_fraction_is_bytes_over_time_over_ceiling():
     row = {"phase": "decode", "measured_s": 0.5,
            "cost": {"bytes": {"weights": 4e9, "kv_read": 5e8, "kv_write": 5e8, "activations": 1}}}
     assert decode_bandwidth_fraction([row, {**row, "phase": "prefill"}], 20e9) == 0.5
+
+
+def test_ensure_fitted_fits_once_then_reuses(tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    from core import calibrate
+
+    calibrate.calibrate(quick=True)  # the fit sits on top of this machine's ceilings
+    first = fitdata.ensure_fitted(tiny_model)
+    assert first.fitted and first.fit_info["samples"] == 5 * 16
+    calls = []
+    monkeypatch.setattr(fitdata, "measure_splits", lambda *a, **k: calls.append(1))
+    again = fitdata.ensure_fitted(tiny_model)
+    assert again.coef == first.coef and not calls
