@@ -68,8 +68,11 @@ def _open(page, url: str, prompt: str, tokens: int) -> None:
 
 
 def _settled(s: dict) -> bool:
-    """The run is over and the display has drawn every step it received."""
-    return s["status"] in SETTLED and s["shown"] == s["available"]
+    """The run is over, the display shows every step, and the KV grid (a separate component whose
+    last frame can arrive one poll after the token stream's) has caught up. A grid that never
+    catches up fails the test by timeout."""
+    grid_ok = s["available"] == 0 or s["kvColumns"] == s["prompt"] + s["available"] - 1
+    return s["status"] in SETTLED and s["shown"] == s["available"] and grid_ok
 
 
 def _wait_settled(page, timeout: float = 240) -> dict:
