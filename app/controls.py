@@ -6,6 +6,8 @@ that is too long, or an out-of-range setting is explained at once instead of fai
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import streamlit as st
@@ -30,6 +32,34 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def runs_per_minute() -> int:
+    """Public limit on runs a reader may start per minute (PDLAB_RUNS_PER_MINUTE, default 20):
+    one shared model serves everyone, so one impatient tab must not starve the others."""
+    try:
+        return max(1, int(os.environ.get("PDLAB_RUNS_PER_MINUTE", "20")))
+    except ValueError:
+        return 20
+
+
+def _rate_limited() -> str | None:
+    now = time.monotonic()
+    starts = [t for t in st.session_state.get(state.RUN_STARTS, []) if now - t < 60]
+    st.session_state[state.RUN_STARTS] = starts
+    limit = runs_per_minute()
+    if len(starts) >= limit:
+        wait = 60 - (now - starts[0])
+        return (f"You have started {limit} runs in the last minute, this server's limit per reader. "
+                f"Try again in {wait:.0f} s; your prompt and settings are kept.")
+    starts.append(now)
+    return None
+
+
+def limits_caption() -> str:
+    return (f"Limits on this server: prompts up to {MAX_PROMPT_TOKENS:,} tokens, up to {MAX_NEW_TOKENS} new "
+            f"tokens, {runs_per_minute()} runs per minute per reader. Privacy: your prompt stays on the "
+            "server that runs this app and is not stored, unless you save a trace yourself.")
+
+
 def _use_example() -> None:
     choice = st.session_state.get(state.EXAMPLE)
     if choice:
@@ -44,6 +74,10 @@ def on_generate(loaded: Any) -> None:
     prepared = prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
     if isinstance(prepared, str):
         st.session_state[state.MESSAGE] = prepared
+        return
+    limited = _rate_limited()
+    if limited is not None:
+        st.session_state[state.MESSAGE] = limited
         return
     settings, prompt_ids = prepared
     run = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings)
@@ -73,6 +107,7 @@ def render_inputs(loaded: Any) -> None:
         b2.button("Stop", key="stop", disabled=not active, width="stretch", on_click=on_stop)
         b3.caption("Your text goes through the chat template first. One shared model serves every reader; "
                    "runs take turns.")
+        st.caption(limits_caption())
     with right:
         st.slider("Max new tokens", 1, MAX_NEW_TOKENS, key=state.MAX_NEW,
                   help="Generation also stops at the model's end-of-turn token.")

@@ -22,6 +22,7 @@ BATCHING = "pd_batch_job"
 COMPARE_SEEN = "pd_compare_seen"  # id of the finished job the page already redrew for
 BATCHING_SEEN = "pd_batch_seen"
 MESSAGE = "pd_message"
+RUN_STARTS = "pd_run_starts"  # start times of this session's recent runs (the per-reader rate limit)
 
 # Widget keys (the widgets own these values; listed here so the whole page agrees on them).
 PROMPT = "prompt"

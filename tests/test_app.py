@@ -86,3 +86,18 @@ def test_stop_mid_run_leaves_a_consistent_page():
     at.button(key="generate").click().run()
     second = _wait_for_run(at)
     assert second is not run and second.status == "done" and not run.alive
+
+
+def test_runs_per_minute_limit_is_a_message_and_keeps_the_prompt(monkeypatch):
+    monkeypatch.setenv("PDLAB_RUNS_PER_MINUTE", "2")
+    at = _app()
+    assert any("runs per minute per reader" in c.value and "Privacy" in c.value for c in at.caption)
+    at.text_area(key="prompt").set_value("Say hi.")
+    at.slider(key="max_new_tokens").set_value(2)
+    for _ in range(2):
+        at.button(key="generate").click().run()
+        _wait_for_run(at)
+    at.button(key="generate").click().run()
+    assert not at.exception
+    assert any("runs in the last minute" in w.value for w in at.warning)
+    assert at.text_area(key="prompt").value == "Say hi."

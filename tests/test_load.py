@@ -26,7 +26,9 @@ SETTLED = ("done", "stopped", "error", "abandoned")
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="load")
+    # Fifty runs in about a minute is the point of one test: lift the per-reader rate limit.
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="load",
+                           env={"PDLAB_RUNS_PER_MINUTE": "1000"})
     try:
         wait_healthy(port, proc)
         yield f"http://127.0.0.1:{port}", psutil.Process(proc.pid)
