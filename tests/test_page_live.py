@@ -59,7 +59,13 @@ def _wait_drawn(page, timeout=120):
 
 
 def _assert_every_step(page, n: int) -> None:
+    # Each chart is its own component and may apply its last frame a poll after the others: give
+    # them time to catch up, then demand the exact sequence, so a skipped step still fails.
+    deadline = time.time() + 30
     steps = _steps(page)
+    while time.time() < deadline and not all(len(steps.get(c) or []) >= n for c in CHARTS):
+        time.sleep(0.3)
+        steps = _steps(page)
     for chart in CHARTS:
         assert steps.get(chart) == list(range(n)), f"{chart}: {steps.get(chart)}"
 
