@@ -101,3 +101,25 @@ def test_runs_per_minute_limit_is_a_message_and_keeps_the_prompt(monkeypatch):
     assert not at.exception
     assert any("runs in the last minute" in w.value for w in at.warning)
     assert at.text_area(key="prompt").value == "Say hi."
+
+
+@pytest.mark.parametrize("prompt, expect", [
+    ("x" * 100_000, "at most 1,024"),  # a huge paste: refused with the limit, never a traceback
+    # (A lone surrogate cannot travel through a widget at all: browsers and protobuf send UTF-8.
+    # core.runner.clean_text covers the other ways in; see tests/test_runner.py.)
+    ("emoji 🙂👩‍👩‍👧 عربى שלום e\u0301\u0301 <b>bold</b> **md** $x$", None),
+])
+def test_odd_and_huge_prompts_never_raise(prompt, expect):
+    at = _app()
+    at.text_area(key="prompt").set_value(prompt)
+    at.slider(key="max_new_tokens").set_value(2)
+    at.button(key="generate").click().run()
+    assert not at.exception
+    if expect:
+        assert any(expect in w.value for w in at.warning)
+    else:
+        run = _wait_for_run(at)
+        assert run.status == "done"
+        # the prompt's markup reached the page only escaped
+        html = "".join(m.value for m in at.markdown)
+        assert "<b>bold</b>" not in html
