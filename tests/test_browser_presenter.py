@@ -150,3 +150,31 @@ def test_a_shared_link_reopens_the_view(app_server, big_page):
     page.get_by_role("button", name="Share this view").click()
     page.get_by_text("Why+is+the+Moon+bright").first.wait_for(timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "shared-link.png"))
+
+
+HOSTILE = ["<img src=x onerror=window.__pwned=1>", "<script>window.__pwned=2</script>", "**md** $x$",
+           "</div><b>bold</b>"]
+
+
+def test_hostile_generated_tokens_render_as_text_everywhere(replay_server, big_page):
+    """A trace whose generated tokens are HTML: every view (token chips, hover, answer, tables)
+    must show the characters, never build elements from them."""
+    page = big_page
+    _open_replay(page, replay_server + "/")
+    data = json.loads(bundled_traces()["sky-blue"].read_bytes())
+    for i, text in enumerate(HOSTILE, start=2):
+        data["events"][i]["token_text"] = text
+    data["generated_text"] = "".join(e["token_text"] for e in data["events"])
+    page.get_by_text("Recorded runs: replay, load, save").click()
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(
+        {"name": "hostile.json", "mimeType": "application/json", "buffer": json.dumps(data).encode()})
+    page.wait_for_function("document.querySelector('.pd-status').innerText.includes('your file')", timeout=30_000)
+    page.locator(".pd-scrub").fill("48")
+    _wait_shown(page, 48)
+    time.sleep(1.0)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img[src=x]").count() == 0
+    assert page.locator(".pd-gen-toks b, .pd-gen-toks script").count() == 0
+    shown = page.locator(".pd-gen-toks").inner_text()
+    assert "<img" in shown and "<script>" in shown
+    page.screenshot(path=str(ARTIFACTS / "replay-hostile-tokens.png"))
