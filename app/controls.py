@@ -22,12 +22,24 @@ EXAMPLES = [
     "Give me a recipe for pancakes in five steps.",
 ]
 MAX_PROMPT_CHARS = 8000
-MAX_PROMPT_TOKENS = 1024  # keeps the live cache grid readable and the prefill under a few seconds
-MAX_NEW_TOKENS = 256
+
+
+def _env_int(name: str, default: int, low: int, high: int) -> int:
+    """A public limit from the environment, clamped to what the page can show."""
+    try:
+        return min(high, max(low, int(os.environ.get(name, default))))
+    except ValueError:
+        return default
+
+
+# Public limits, set by whoever runs the server. The prompt cap keeps the live cache grid readable
+# and the prefill under a few seconds; new tokens stop at 256, the most a shared link can ask for.
+MAX_PROMPT_TOKENS = _env_int("PDLAB_MAX_PROMPT_TOKENS", 1024, 16, 8192)
+MAX_NEW_TOKENS = _env_int("PDLAB_MAX_NEW_TOKENS", 256, 1, 256)
 CACHE_LABELS = {"dynamic": "on (dynamic)", "static": "on (static)", "none": "off (recompute, ≤ 32 tokens)"}
 
 DEFAULTS: dict[str, Any] = {
-    state.PROMPT: EXAMPLES[0], state.MAX_NEW: 48, state.CACHE: "dynamic", state.CHAT: True,
+    state.PROMPT: EXAMPLES[0], state.MAX_NEW: min(48, MAX_NEW_TOKENS), state.CACHE: "dynamic", state.CHAT: True,
     state.TEMPERATURE: 0.0, state.TOP_K: 0, state.SEED: 0, "top_p": 1.0,
 }
 
