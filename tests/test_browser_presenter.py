@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.trace import Trace, bundled_traces
 from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
@@ -111,8 +112,18 @@ def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
     page.screenshot(path=str(ARTIFACTS / "replay-scrubbed.png"))
     # save the trace, then load the saved file back: the same run replays
     page.get_by_text("Recorded runs: replay, load, save").click()
-    with page.expect_download() as info:
-        page.get_by_role("button", name="Save trace (JSON)").first.click()
+    save = page.get_by_role("button", name="Save trace (JSON)").first
+    save.wait_for(state="visible", timeout=30_000)
+    # The replay's fragment polls and can re-render the button just as it is clicked; a reader
+    # would click again, and so does the test (up to three times) before calling it broken.
+    for attempt in range(3):
+        try:
+            with page.expect_download(timeout=15_000) as info:
+                save.click()
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
     saved = Path(info.value.path()).read_bytes()
     assert info.value.suggested_filename.startswith("pdlab-smollm2-135m-instruct-explain")
     original = Trace.from_json(bundled_traces()["sky-blue"].read_bytes())
