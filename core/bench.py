@@ -50,23 +50,6 @@ convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))
 print(time.perf_counter() - start, peak_rss_mb())
 """
 
-_SERVE_CHILD = _HWM + """
-import sys, time
-from streamlit.testing.v1 import AppTest
-at = AppTest.from_file(sys.argv[1], default_timeout=600)
-at.run()
-at.text_area(key="prompt").set_value("Explain in two sentences why the sky is blue.")
-at.button(key="generate").click().run()
-run = at.session_state["pd_run"]
-deadline = time.time() + 300
-while run.active and time.time() < deadline:  # the page generates in a background thread
-    run.touch()
-    time.sleep(0.3)
-at.run()
-assert not at.exception, at.exception
-assert run.status == "done", run.status
-print(len(run.events), peak_rss_mb())
-"""
 
 
 def bench_prepare() -> dict[str, float]:
@@ -85,7 +68,8 @@ def bench_prepare() -> dict[str, float]:
 
 def bench_serve_rss(env: dict | None = None) -> float:
     """Peak RSS of a process running the page (Streamlit's AppTest: the script, the model, a run)."""
-    stdout = _run_child([sys.executable, "-c", _SERVE_CHILD, str(ROOT / "app" / "streamlit_app.py")], env=env)
+    # A child process: the engine itself never imports streamlit.
+    stdout = _run_child([sys.executable, "-m", "app.serve_probe"], env=env)
     return round(float(stdout.split()[-1]), 1)
 
 
