@@ -13,7 +13,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test setup prepare chromium lint unit bench app-bench lock clean
+.PHONY: run test load-test setup prepare chromium lint unit bench app-bench lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,10 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: prepare chromium lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not load"
+
+load-test: prepare chromium
+	$(BIN)/python -m pytest -m load
 
 unit: setup
 	$(BIN)/python -m pytest -m "not browser and not model"

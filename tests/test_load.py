@@ -17,7 +17,9 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
 
-pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
+# Marked `load`: kept out of `make test` until an intermittent hang (all eight sessions waiting
+# with the machine idle, seen once in a fresh clone) is understood; run with `make load-test`.
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow, pytest.mark.load]
 
 WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", "cactus")
 SETTLED = ("done", "stopped", "error", "abandoned")
