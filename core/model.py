@@ -8,7 +8,6 @@ weights it used, because the Q4_1-dequantised and the original bf16 weights give
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -200,7 +199,3 @@ def load_default(progress: prepare.Progress = prepare._quiet, dtype: str | None 
             return load_hub(settings.EMBEDDED_MODEL_ID, dtype)
         except ModelLoadError as hub_error:
             raise ModelLoadError(f"{hub_error} {embedded_error}") from hub_error
-
-
-def describe(loaded: LoadedModel) -> str:
-    return json.dumps(loaded.info.to_dict())

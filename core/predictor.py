@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -266,9 +266,3 @@ def default_annotator(loaded, gen_settings=None, predictor: Predictor | None = N
     if predictor is None:
         predictor = host_predictor(spec, dtype)
     return make_annotator(spec, predictor, dtype)
-
-
-def to_jsonable(predictor: Predictor) -> dict[str, Any]:
-    data = predictor.describe()
-    data["hardware_spec"] = {k: v for k, v in asdict(predictor.hardware).items() if k != "calibration"}
-    return data
