@@ -48,15 +48,37 @@ def _open(query: dict[str, str] | None = None) -> AppTest:
     return at
 
 
+_STORAGES: list = []
+
+
+@pytest.fixture(autouse=True)
+def _keep_media_storages(monkeypatch):
+    """Hold every in-memory media storage AppTest creates.
+
+    AppTest drops its mock runtime (and with it the storage holding download bytes) after each
+    run, so the bytes survive only until the garbage collector runs; keep them alive on purpose.
+    """
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+    from streamlit.testing.v1 import app_test
+
+    class Kept(MemoryMediaFileStorage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            _STORAGES.append(self)
+
+    monkeypatch.setattr(app_test, "MemoryMediaFileStorage", Kept)
+    yield
+    _STORAGES.clear()
+
+
 def _download(at: AppTest, label: str) -> bytes:
     """The bytes a download button serves (AppTest keeps them in its in-memory media storage)."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-
+    gc.collect()  # what made the lookup flaky before the storages were kept: it must not matter now
     button = next(b for b in at.get("download_button") if b.label == label)
     file_id = button.proto.url.rsplit("/", 1)[-1].split(".", 1)[0]
-    for obj in gc.get_objects():
-        if isinstance(obj, MemoryMediaFileStorage) and file_id in obj._files_by_id:
-            return obj._files_by_id[file_id].content
+    for storage in reversed(_STORAGES):
+        if file_id in storage._files_by_id:
+            return storage._files_by_id[file_id].content
     raise AssertionError(f"no stored file for {label}")
 
 
