@@ -69,7 +69,7 @@ def _runner_alone_tokens_per_s() -> float:
     for _ in range(2):
         stamps = []
         start = time.perf_counter()
-        for _event in run(loaded, ids, settings, annotate=make_annotator(loaded, settings)):
+        for _event in run(loaded, ids, settings, annotate=make_annotator(loaded)):
             stamps.append(time.perf_counter() - start)
         rates.append((len(stamps) - 1) / (stamps[-1] - stamps[0]))
     return max(rates)

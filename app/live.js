@@ -72,9 +72,27 @@ function logStep(name, step) {
   (log[name] = log[name] || []).push(step);
 }
 
+// A chart that cannot show the step the player shows (it never got that frame, or never got this
+// run's base figure) and has had no send fixing it for a while asks for everything again: the last
+// send of a run may be the one that was lost, and then no later send would come by itself.
+function checkBehind(p, now) {
+  if (p.runId === null || p.available < 0 || now - (p.lastBehindCheck || 0) < 500) return;
+  p.lastBehindCheck = now;
+  for (const view of p.views.values()) {
+    if (!(view instanceof ChartView)) continue;
+    const mine = view.runId === p.runId;
+    if (mine && (view.applied >= p.shown || view.frames.has(view.applied + 1))) { view.behindSince = null; continue; }
+    if (!view.behindSince) { view.behindSince = now; continue; }
+    if (now - view.behindSince > 1500) {
+      askResendIfBehind(view, { run_id: p.runId, total: p.available + 1 }, mine ? view.applied + 1 : 0);
+    }
+  }
+}
+
 function tick() {
   const p = window.__pdPlayer;
   const now = performance.now();
+  checkBehind(p, now);
   let target = p.shown;
   if (p.replay) { replayTick(p, now); return; }
   if (p.mode === "live" && p.available > p.shown) {
@@ -211,6 +229,27 @@ function themeColors(el) {
   return colors;
 }
 
+// The last few sends a view received (run, first and last step, base or not): what a test or a
+// developer reads when a view looks stuck.
+function noteReceipt(view, data) {
+  const fr = data.frames || [];
+  (view.receipts = view.receipts || []).push([data.run_id, fr.length ? fr[0].step : null,
+    fr.length ? fr[fr.length - 1].step : null, !!(data.base || data.prompt), Math.round(performance.now())]);
+  if (view.receipts.length > 12) view.receipts.shift();
+}
+
+// Ask Python for every step again when this view cannot reach the run's last step with what it
+// holds: under load the frontend can coalesce renders, so a send (even the one carrying the base
+// figure) may never reach this view, and nothing later would repeat it. At most once a second.
+function askResendIfBehind(view, data, have) {
+  if (typeof data.total !== "number" || have >= data.total || !view.trigger) return;
+  const now = performance.now();
+  if (view.lastAsk && now - view.lastAsk < 1000) return;
+  view.lastAsk = now;
+  view.resends = (view.resends || 0) + 1;
+  view.trigger("resend", { run: data.run_id, have: have, total: data.total, t: Math.round(now) });
+}
+
 // ---- a chart view -------------------------------------------------------------------------
 class ChartView {
   constructor(key, name) {
@@ -243,13 +282,19 @@ class ChartView {
   }
 
   receive(data) {
+    // Tests stand in for a render the frontend coalesced away by dropping sends here.
+    if (window.__pdTestDrop && window.__pdTestDrop(this.name, data)) return;
+    noteReceipt(this, data);
     if (data.run_id !== this.runId) {
-      if (!data.base) return; // wait for a send that starts at step 0
+      if (!data.base) { askResendIfBehind(this, data, 0); return; } // it needs a send from step 0
       this.runId = data.run_id; this.base = data.base; this.fig = JSON.parse(JSON.stringify(data.base));
       this.frames = new Map(); this.applied = -1; this.lastPoints = 0;
       this.react();
     }
     for (const f of data.frames || []) if (f.step > this.applied) this.frames.set(f.step, f.patch);
+    let have = this.applied + 1;
+    while (this.frames.has(have)) have += 1;
+    askResendIfBehind(this, data, have);
     const p = player();
     if (p.runId === this.runId) this.drawUpTo(p.shown);
   }
@@ -375,6 +420,7 @@ class ControlsView {
   }
 
   receive(data) {
+    noteReceipt(this, data);
     const p = player();
     this.status = data.status || {};
     if (data.run_id !== this.runId) {
@@ -388,6 +434,7 @@ class ControlsView {
       p.latency[f.step] = f.latency_ms;
     }
     while (this.frames.has(p.available + 1)) p.available += 1;
+    if (this.runId === data.run_id) askResendIfBehind(this, data, p.available + 1);
     if (this.root) { this.root.dataset.available = String(p.available + 1); this.root.dataset.runId = String(this.runId); }
     this.renderStatus();
   }
@@ -499,6 +546,7 @@ export default function (component) {
     view = data.kind === "controls" ? new ControlsView(id) : new ChartView(id, data.chart);
     p.views.set(id, view);
   }
+  view.trigger = component.setTriggerValue;
   view.mount(parentElement);
   view.receive(data);
 }

@@ -78,5 +78,13 @@ def chart_data(name: str, run_id: int, events: list[Event], ctx: RunContext, sta
     return data
 
 
-def mount(data: dict[str, Any]) -> None:
-    _component(key=f"pd-live-{data['instance']}", data=data, height="content")
+def mount(data: dict[str, Any], total: int | None = None, resent: bool = False) -> None:
+    """Mount one live view. `total` (the run's step count this pass) lets the browser notice steps it
+    never received (a render the frontend coalesced away under load) and ask for a resend;
+    `resent` marks the pass that answers such a request."""
+    from app import state
+
+    if total is not None:
+        data = {**data, "total": total, "resent": resent}
+    _component(key=f"pd-live-{data['instance']}", data=data, height="content",
+               on_resend_change=state.request_resend)

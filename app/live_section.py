@@ -73,6 +73,8 @@ def live_view(model_config: Any) -> None:
 def _live_body(model_config: Any) -> None:
     run = state.current_run()
     full = state.fragment_sees_full_pass()
+    resent = state.take_resend()  # a view asked for every step again (see live.js askResendIfBehind)
+    full = full or resent
     if run is None:
         st.info("Press **Generate**: the prompt is prefilled in one pass, then you watch every decode step, "
                 "the cache growing, and the measured time and traffic beside their predictions.")
@@ -86,13 +88,13 @@ def _live_body(model_config: Any) -> None:
     start = live.send_window(state.feed(), run.id, len(events), full) if ctx is not None else 0
     controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
     controls["replay"] = bool(getattr(run, "replay", False))
-    live.mount(controls)
+    live.mount(controls, total=len(events) if ctx is not None else None, resent=resent)
     if ctx is not None:
         texts = _lesson_texts(run, events, ctx)
         for chart, text_name in ROWS:
             left, right = st.columns([3, 2], gap="large")
             with left:
-                live.mount(live.chart_data(chart, run.id, events, ctx, start))
+                live.mount(live.chart_data(chart, run.id, events, ctx, start), total=len(events), resent=resent)
                 with st.expander(TABLE_TITLES[chart]):
                     if run.active:
                         st.caption("The table fills in when the run ends (the chart above is live).")

@@ -82,14 +82,14 @@ def _measure_ceilings() -> Ceilings:
         return Ceilings(label=f"not calibrated ({type(exc).__name__}: {exc})")
 
 
-def make_annotator(loaded: Any, settings: Any):
+def make_annotator(loaded: Any):
     """core.predictor's annotator (cost + predicted time per event), or None when core has none."""
     try:
         from core.predictor import default_annotator
     except ImportError:
         return None
     try:
-        return default_annotator(loaded, settings)
+        return default_annotator(loaded)
     except Exception:  # a model core cannot price: the page shows measured numbers only
         return None
 
@@ -110,7 +110,6 @@ class CalibrationJob(Job):
     def work(self) -> None:
         self.progress = "measuring this machine's ceilings (once per server)…"
         get_ceilings()
-        from core.runner import GenerationSettings
 
         try:
             from core.fitdata import ensure_fitted
@@ -120,7 +119,7 @@ class CalibrationJob(Job):
         except Exception:  # predictions then use the unfitted roofline, still labelled as predictions
             pass
 
-        make_annotator(self.loaded, GenerationSettings())
+        make_annotator(self.loaded)
 
 
 _calibration_job: CalibrationJob | None = None

@@ -66,7 +66,7 @@ class CompareJob(Job):
             settings = GenerationSettings(max_new_tokens=self.n_tokens, cache=mode, stop_on_eos=False,
                                           record_kv_norms=False)
             streams[mode] = run(self.loaded, self.prompt_ids, settings, self.should_stop,
-                                annotate=make_annotator(self.loaded, settings))
+                                annotate=make_annotator(self.loaded))
             self.result["modes"][mode] = []
             self.result["predicted"][mode] = []
         for k in range(self.n_tokens):
@@ -106,7 +106,7 @@ class BatchJob(Job):
             self.progress = f"batch {b}: prefill of {b} × {len(prompt_ids)} tokens, then {self.steps} decode steps…"
             settings = replace(base, batch=b)
             events = list(run(self.loaded, prompt_ids, settings, self.should_stop,
-                              annotate=make_annotator(self.loaded, settings)))
+                              annotate=make_annotator(self.loaded)))
             decode = events[1:]
             if not decode:
                 return

@@ -39,7 +39,7 @@ class GenerationRun(Job):
         ceilings = get_ceilings()
         self.ctx = build_context(self.loaded, self.prompt_ids, self.settings.max_new_tokens, self.settings.batch,
                                  self.settings.cache, ceilings)
-        annotate = make_annotator(self.loaded, self.settings)
+        annotate = make_annotator(self.loaded)
         self.progress = "running"
         start = time.perf_counter()
         for event in run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop,

@@ -17,6 +17,7 @@ FEED = "pd_feed"
 FINALIZED = "pd_finalized_run"
 FULL_PASS = "pd_full_pass"
 FRAGMENT_SEEN = "pd_fragment_seen_pass"
+RESEND = "pd_resend"  # a live view asked for every step again (it missed a render)
 COMPARE = "pd_compare_job"
 BATCHING = "pd_batch_job"
 COMPARE_SEEN = "pd_compare_seen"  # id of the finished job the page already redrew for
@@ -75,6 +76,16 @@ def fragment_sees_full_pass() -> bool:
         st.session_state[FRAGMENT_SEEN] = current
         return True
     return False
+
+
+def request_resend() -> None:
+    """A live view's callback: it found a gap in what it received, so send it everything next pass."""
+    st.session_state[RESEND] = True
+
+
+def take_resend() -> bool:
+    """True once after a view asked for a resend."""
+    return bool(st.session_state.pop(RESEND, False))
 
 
 def needs_final_rerun(run) -> bool:

@@ -102,7 +102,7 @@ def overhead_ratio(loaded, pairs: int = 5, new_tokens: int = 64) -> dict[str, An
     prompt = "Write a short story about a lighthouse keeper who finds a message in a bottle."
     ids = encode_prompt(loaded, prompt, chat=True)
     settings = GenerationSettings(max_new_tokens=new_tokens, chat=True, stop_on_eos=False)
-    annotate = default_annotator(loaded, settings)
+    annotate = default_annotator(loaded)
     input_ids = torch.tensor([ids])
 
     def runner_s() -> float:

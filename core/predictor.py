@@ -257,8 +257,9 @@ def make_annotator(spec: ModelSpec, predictor: Predictor | None, dtype: str) -> 
     return annotate
 
 
-def default_annotator(loaded, gen_settings=None, predictor: Predictor | None = None) -> Callable:
-    """Cost and predicted time for every event of a run of `loaded` on this machine."""
+def default_annotator(loaded, predictor: Predictor | None = None) -> Callable:
+    """Cost and predicted time for every event of a run of `loaded` on this machine (the batch and
+    cache length come with each event, so one annotator serves any settings)."""
     from core.spec import spec_from_config
 
     spec = spec_from_config(loaded.config)

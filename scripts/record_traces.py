@@ -103,7 +103,7 @@ def record(loaded, predictor, name: str, prompt: str, max_new_tokens: int, out_d
     from core.runner import generate_trace
 
     settings = greedy_settings(max_new_tokens)
-    annotate = default_annotator(loaded, settings, predictor=predictor)
+    annotate = default_annotator(loaded, predictor=predictor)
     # Best of a few runs by total time: on a shared machine another process can slow any one run,
     # and the fastest run is the closest to what this machine does undisturbed.
     runs = [generate_trace(loaded, prompt, settings, annotate=annotate) for _ in range(repeats)]

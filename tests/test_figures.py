@@ -19,15 +19,15 @@ MAX_NEW = 12
 @pytest.fixture(scope="module")
 def run_data(tiny_model):
     settings = GenerationSettings(max_new_tokens=MAX_NEW, stop_on_eos=False)
-    trace = generate_trace(tiny_model, "hi <b>&", settings, annotate=_annotator(tiny_model, settings))
+    trace = generate_trace(tiny_model, "hi <b>&", settings, annotate=_annotator(tiny_model))
     ctx = build_context(tiny_model, trace.prompt_token_ids, MAX_NEW, 1, "dynamic", Ceilings(7e9, 7e10, None, "test"))
     return trace.events, ctx
 
 
-def _annotator(loaded, settings):
+def _annotator(loaded):
     from app.model_service import make_annotator
 
-    return make_annotator(loaded, settings)
+    return make_annotator(loaded)
 
 
 def test_kv_grid_has_kv_seq_len_columns_and_a_row_per_layer(run_data):

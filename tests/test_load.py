@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import sys
 import time
 
@@ -25,17 +27,55 @@ WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", 
 SETTLED = ("done", "stopped", "error", "abandoned")
 
 
+# Streamlit started with faulthandler listening on SIGUSR1: a stuck test can ask the server for
+# every thread's stack (written to the server log) before it fails, so a hang leaves evidence.
+_WITH_STACK_DUMPS = ("import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1, "
+                     "all_threads=True); sys.argv[0] = 'streamlit'; runpy.run_module('streamlit', "
+                     "run_name='__main__')")
+
+
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
     # Fifty runs in about a minute is the point of one test: lift the per-reader rate limit.
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="load",
+    proc = start_streamlit([sys.executable, "-c", _WITH_STACK_DUMPS], port, log_name="load",
                            env={"PDLAB_RUNS_PER_MINUTE": "1000"})
     try:
         wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}", psutil.Process(proc.pid)
+        server_proc = psutil.Process(proc.pid)
+        server_proc.log_path = ARTIFACTS / f"load-{port}.log"  # where _server_stacks finds the dump
+        yield f"http://127.0.0.1:{port}", server_proc
     finally:
         stop(proc)
+
+
+def _server_stacks(proc: psutil.Process) -> str:
+    """Every server thread's stack, from the server's own log (see _WITH_STACK_DUMPS)."""
+    if not proc.is_running():
+        return "(server not running)"
+    os.kill(proc.pid, signal.SIGUSR1)
+    time.sleep(1.0)
+    return proc.log_path.read_text()[-30000:]
+
+
+def _page_report(page) -> str:
+    """What a stuck page holds: the DOM state, each live view's steps, and the top of the page text."""
+    try:
+        views = page.evaluate("""() => {
+            const p = window.__pdPlayer;
+            if (!p) return null;
+            const bar = document.querySelector('.pd-status');
+            const out = {runId: p.runId, shown: p.shown, available: p.available, mode: p.mode,
+                         status: bar ? bar.innerText : null};
+            for (const [k, v] of p.views) out[k] = {runId: v.runId, applied: v.applied,
+                frames: Array.from(v.frames.keys()), receipts: v.receipts || null, resends: v.resends || 0};
+            return out;
+        }""")
+        text = page.get_by_test_id("stMainBlockContainer").inner_text(timeout=5000)[:300]
+        errors = getattr(page, "pd_errors", None)
+        return f"{_state(page)} | script errors {errors} | views {views} | {text!r}"
+    except Exception as exc:  # a report must not hide the failure it reports
+        return f"(page unreadable: {type(exc).__name__}: {str(exc)[:300]})"
 
 
 def _record(key: str, value) -> None:
@@ -79,14 +119,17 @@ def _settled(s: dict) -> bool:
     return s["status"] in SETTLED and s["shown"] == s["available"] and grid_ok
 
 
-def _wait_settled(page, timeout: float = 240) -> dict:
+def _wait_settled(page, timeout: float = 240, proc: psutil.Process | None = None) -> dict:
     deadline = time.time() + timeout
     while time.time() < deadline:
         s = _state(page)
         if _settled(s):
             return s
         time.sleep(0.3)
-    raise AssertionError(f"never settled: {_state(page)}")
+    report = _page_report(page)
+    if proc is not None:
+        (ARTIFACTS / "load-stuck.txt").write_text(f"{report}\n\n{_server_stacks(proc)}")
+    raise AssertionError(f"never settled: {report}")
 
 
 def _rss_mb(proc: psutil.Process) -> float:
@@ -112,14 +155,20 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
                 if i not in states and _settled(s):
                     states[i] = s
             time.sleep(0.5)
-        assert len(states) == len(pages), "some sessions never finished (deadlock?)"
+        if len(states) < len(pages):
+            stuck = {i: _page_report(page) for i, page in enumerate(pages) if i not in states}
+            stacks = _server_stacks(proc)
+            (ARTIFACTS / "load-stuck.txt").write_text(f"{stuck}\n\n{stacks}")
+            raise AssertionError(f"some sessions never finished (deadlock?): {stuck}; server stacks in "
+                                 "artifacts/load-stuck.txt")
         for i, word in enumerate(WORDS):
             s = states[i]
-            assert s["status"] == "done" and s["exceptions"] == 0, s
+            assert s["status"] == "done" and s["exceptions"] == 0, (s, _page_report(pages[i]))
             text = s["promptText"].replace(" ", "").replace("\n", "")
             assert word in text, (word, text)
             assert not any(other in text for other in WORDS if other != word)
-            assert s["kvColumns"] == s["prompt"] + s["available"] - 1
+            assert s["available"] > 0 and s["kvColumns"] == s["prompt"] + s["available"] - 1, \
+                (s, _page_report(pages[i]))
         _record("eight_sessions_peak_rss_mb", round(peak, 1))
         assert peak < 3000
     finally:
@@ -134,7 +183,7 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
     try:
         _open(page, url, "Tell me a long story about a lighthouse.", tokens=40)
         page.get_by_role("button", name="Generate").click()
-        _wait_settled(page)
+        _wait_settled(page, proc=proc)
         rss_before, threads_before = _rss_mb(proc), proc.num_threads()
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
         outcomes = []
@@ -146,7 +195,7 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
             # The run may end (Stop disabled) before the click lands: also a valid race.
             with contextlib.suppress(PlaywrightTimeout):
                 stop_button.click(timeout=3000)
-            s = _wait_settled(page)
+            s = _wait_settled(page, proc=proc)
             assert s["exceptions"] == 0, (i, s)
             if s["available"]:
                 assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (i, s)

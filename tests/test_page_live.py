@@ -122,3 +122,26 @@ def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
     page.get_by_test_id("pd-output").wait_for(timeout=60_000)
     assert page.get_by_test_id("stException").count() == 0
     page.screenshot(path=str(ARTIFACTS / "live-stopped.png"))
+
+
+def test_a_chart_that_missed_every_send_asks_again_and_catches_up(app_server, tall_page):
+    """Under load the frontend may coalesce renders, so a chart can miss sends, the last one of a run
+    included (seen in the eight-session load test: a grid stuck while the run had finished). The
+    page drops every send to the KV grid except the answer to its own resend request: without the
+    request the grid would stay empty."""
+    page = tall_page
+    page.add_init_script("window.__pdTestDrop = (name, data) => name === 'kv' && !data.resent;")
+    _open(page, app_server)
+    page.get_by_label("Prompt").fill("Name two colours.")
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    page.keyboard.press("Home")
+    for _ in range(7):
+        page.keyboard.press("ArrowRight")
+    page.get_by_role("button", name="Generate").click()
+    state = _wait_drawn(page)
+    assert state["status"] == "done" and state["available"] == 8
+    assert state["kvColumns"] == state["prompt"] + state["available"] - 1
+    kv = page.evaluate("(() => { const v = window.__pdPlayer.views.get('kv'); "
+                       "return {resends: v.resends || 0, applied: v.applied}; })()")
+    assert kv["resends"] >= 1 and kv["applied"] == state["available"] - 1, kv
