@@ -10,6 +10,8 @@ one single-line JSON object last:
                       view are not redrawn, so this counts what a reader watching the run sees)
   ui_generation_ratio decode tokens/s of the runner alone / decode tokens/s with the page drawing
                       (same prompt and settings; both from wall-clock time of the decode steps)
+and, to explain them: each chart's median redraw time and the share of wall time the page's main
+thread was busy during the run (Chrome's TaskDuration).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _runner_alone_tokens_per_s() -> float:
     return max(rates)
 
 
-def _page_run(page, url: str) -> dict:
+def _page_run(page, url: str, server_pid: int) -> dict:
     page.goto(url)
     page.get_by_label("Prompt").wait_for(timeout=300_000)
     page.get_by_label("Prompt").fill(PROMPT)
@@ -86,6 +88,13 @@ def _page_run(page, url: str) -> dict:
         page.keyboard.press("ArrowRight")
     page.wait_for_timeout(500)
     page.evaluate("window.__pdAfterplot = []")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    import psutil
+
+    server = psutil.Process(server_pid)
+    cpu0 = sum(server.cpu_times()[:2])
+    busy0, t0 = _main_thread_busy_s(cdp), time.perf_counter()
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Generate").click()
     # Scroll the live view to the top of the window, as a reader who pressed Generate does: charts
     # out of view are not redrawn (live.js), so an unscrolled page would count almost no redraws.
@@ -95,9 +104,18 @@ def _page_run(page, url: str) -> dict:
                            "['done','stopped','error'].includes(document.querySelector('.pd-controls').dataset.status) && "
                            "document.querySelector('.pd-controls').dataset.shown == "
                            "document.querySelector('.pd-controls').dataset.available", timeout=300_000)
-    return page.evaluate("""() => ({afterplot: window.__pdAfterplot || [],
+    wall = time.perf_counter() - t0
+    busy = (_main_thread_busy_s(cdp) - busy0) / wall
+    server_cores = (sum(server.cpu_times()[:2]) - cpu0) / wall
+    return {"busy": busy, "server_cores": server_cores, **page.evaluate("""() => ({afterplot: window.__pdAfterplot || [], drawMs: window.__pdDrawMs || {},
         tiles: Array.from(document.querySelectorAll('.pd-tile')).map(t => t.innerText),
-        available: Number(document.querySelector('.pd-controls').dataset.available)})""")
+        available: Number(document.querySelector('.pd-controls').dataset.available)})""")}
+
+
+def _main_thread_busy_s(cdp) -> float:
+    """Seconds the page's main thread has spent on tasks (Chrome's own TaskDuration metric)."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return float(metrics.get("TaskDuration", 0.0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 paints.append(time.perf_counter() - t0)
                 fresh.close()
             result["first_paint_s"] = round(statistics.median(paints), 2)
-            page_data = _page_run(page, url)
+            page_data = _page_run(page, url, proc.pid)
             browser.close()
         plots = [p for p in page_data["afterplot"] if p.get("run") is not None]
         if len(plots) >= 2:
@@ -140,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
                 mine = [p for p in plots if p["chart"] == chart]
                 chart_span = (mine[-1]["t"] - mine[0]["t"]) / 1000.0 if len(mine) >= 2 else 0
                 result[f"{chart}_updates_per_s"] = round(len(mine) / chart_span, 2) if chart_span > 0 else None
+        for chart, times in sorted(page_data["drawMs"].items()):
+            if times:
+                result[f"{chart}_draw_ms_median"] = round(statistics.median(times), 1)
+        result["browser_main_thread_busy"] = round(page_data["busy"], 3)  # fraction of wall time, during the run
+        result["server_cpu_cores"] = round(page_data["server_cores"], 3)  # model thread included
         result["tokens"] = page_data["available"]
         page_tps = _parse_speed(page_data["tiles"])
         result["page_decode_tokens_per_s"] = page_tps

@@ -71,6 +71,13 @@ def live_view(model_config: Any) -> None:
 
 
 def _live_body(model_config: Any) -> None:
+    # Keyed so live.css can switch off Streamlit's fade of "stale" elements in here: every pass
+    # re-sends this whole section, and on a busy machine the fade made a running page look greyed out.
+    with st.container(key="pd_live"):
+        _live_content(model_config)
+
+
+def _live_content(model_config: Any) -> None:
     run = state.current_run()
     full = state.fragment_sees_full_pass()
     resent = state.take_resend()  # a view asked for every step again (see live.js askResendIfBehind)

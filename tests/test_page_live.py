@@ -75,7 +75,19 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     _open(page, app_server)
     page.get_by_label("Prompt").fill("List three facts about the Moon. <script>alert(1)</script>")
     page.get_by_role("button", name="Generate").click()
+    page.wait_for_selector(".pd-controls")
+    # Streamlit fades elements it considers stale while a pass runs (to 0.33 opacity, seen here);
+    # the live section is re-sent every pass, so it must never fade. Sample it through the run.
+    page.evaluate("""() => { window.__pdFade = {seen: 0, min: 1};
+        window.__pdFadeTimer = setInterval(() => {
+            for (const el of document.querySelectorAll('.st-key-pd_live [data-stale="true"]')) {
+                window.__pdFade.seen++;
+                window.__pdFade.min = Math.min(window.__pdFade.min, parseFloat(getComputedStyle(el).opacity));
+            }
+        }, 20); }""")
     state = _wait_drawn(page)
+    fade = page.evaluate("clearInterval(window.__pdFadeTimer), window.__pdFade")
+    assert fade["seen"] > 0 and fade["min"] == 1, fade
     n = state["available"]
     assert state["status"] == "done" and n >= 2
     assert state["kvColumns"] == state["prompt"] + n - 1  # the last token is produced but not cached
