@@ -38,9 +38,9 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: prepare chromium lint
-	$(BIN)/python -m pytest -m "not load"
+	$(BIN)/python -m pytest
 
-load-test: prepare chromium
+load-test: prepare chromium  # only the load tests (make test runs them too)
 	$(BIN)/python -m pytest -m load
 
 unit: setup

@@ -54,8 +54,10 @@ def kv_base(ctx: RunContext) -> dict[str, Any]:
              "<br>key norm (mean of " + str(ctx.n_kv_heads) + " KV heads): %{z:.2f}"
              f"<br>bytes in this cell: {cell:,} (K+V, {ctx.n_kv_heads} heads × {ctx.head_dim} × "
              f"{ctx.dtype_bytes} B{' × batch ' + str(ctx.batch) if ctx.batch > 1 else ''})<extra></extra>")
+    # zsmooth "fast": one pixel per cell, scaled up crisp by the browser, instead of painting every
+    # cell into a full-size image on each redraw (the grid is redrawn several times a second).
     trace = {"type": "heatmap", "x": [], "z": [[] for _ in range(rows)], "customdata": [[] for _ in range(rows)],
-             "y": list(range(rows)), "colorscale": pal.HEATMAP_SCALE, "hovertemplate": hover,
+             "y": list(range(rows)), "colorscale": pal.HEATMAP_SCALE, "hovertemplate": hover, "zsmooth": "fast",
              "colorbar": {"title": {"text": "‖k‖", "side": "right"}, "thickness": 12},
              "name": "key norms (measured)"}
     layout = pal.base_layout(_kv_title(0, 0, ctx), height=max(320, 60 + 11 * rows + 60),

@@ -99,9 +99,11 @@ function tick() {
     // Replay at the recorded pace, one poll behind the model, so the steps that arrive together
     // in one fragment pass are spread out as they happened; hurry when falling behind.
     const lag = p.available - p.shown;
-    // A fragment pass (every ~0.5 s) brings up to ~7 steps, so a lag up to ~12 is normal.
-    const gap = lag > 12 ? MIN_GAP_MS : Math.max(MIN_GAP_MS, Math.min(p.latency[p.shown + 1] || 0, 250) * 0.8);
-    if (now - p.lastAdvance >= gap) target = lag > 30 ? p.available - 8 : p.shown + 1; // hidden tab: catch up
+    // A fragment pass (every poll_s) brings up to ~14 steps a second's worth, so a lag of two
+    // passes is normal; beyond it hurry, and far beyond it (a hidden tab) jump ahead.
+    const perPass = Math.max(4, Math.ceil(14 * p.pollS));
+    const gap = lag > 2 * perPass ? MIN_GAP_MS : Math.max(MIN_GAP_MS, Math.min(p.latency[p.shown + 1] || 0, 250) * 0.8);
+    if (now - p.lastAdvance >= gap) target = lag > 4 * perPass + 2 ? p.available - perPass : p.shown + 1;
   } else if (p.mode === "slow" && p.available > p.shown) {
     const wait = (p.latency[p.shown + 1] || 50) * SLOW_FACTOR;
     if (now - p.lastAdvance >= wait) target = p.shown + 1;
@@ -278,6 +280,15 @@ class ChartView {
       }, { rootMargin: "200px" });
       seen.observe(this.root);
     }
+    // The chart is drawn at an explicit width read here, not with Plotly's autosize/responsive
+    // mode, which measures the container on every redraw (about a third of a redraw's time).
+    this.width = this.root.clientWidth || null;
+    if (window.ResizeObserver) {
+      new ResizeObserver((entries) => {
+        const w = Math.round(entries[0].contentRect.width);
+        if (w && w !== this.width) { this.width = w; if (this.plotted) this.react(); }
+      }).observe(this.root);
+    }
     if (this.fig) this.react();
   }
 
@@ -337,7 +348,8 @@ class ChartView {
     this.lastDraw = performance.now();
     this.drawing = true;
     const colors = themeColors(this.root);
-    const layout = Object.assign({}, this.fig.layout, { datarevision: this.applied, autosize: true });
+    const sized = this.width ? { autosize: false, width: this.width } : { autosize: true };
+    const layout = Object.assign({}, this.fig.layout, { datarevision: this.applied }, sized);
     layout.font = Object.assign({}, layout.font || {}, { color: colors.text });
     for (const ax of ["xaxis", "yaxis", "yaxis2"]) {
       if (layout[ax]) layout[ax] = Object.assign({ gridcolor: colors.grid, zerolinecolor: colors.grid }, layout[ax]);
@@ -346,7 +358,7 @@ class ChartView {
       const first = !this.plotted;
       const t0 = performance.now();
       const done = Plotly.react(this.div, this.fig.data, layout,
-        { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
+        { responsive: !this.width, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
       if (first) {
         this.plotted = true;
         this.div.on("plotly_afterplot", () => {
@@ -428,6 +440,7 @@ class ControlsView {
   receive(data) {
     noteReceipt(this, data);
     const p = player();
+    p.pollS = data.poll_s || 0.5;
     this.status = data.status || {};
     if (data.run_id !== this.runId) {
       if (!data.prompt) { this.renderStatus(); return; }

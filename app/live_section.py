@@ -18,7 +18,7 @@ from app import lesson, live, metrics, state
 
 TEXT_REFRESH_S = 2.0
 LESSON_CACHE = "pd_live_lesson_texts"
-POLL_S = 0.5  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)
+POLL_S = 1.0  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)
 ROWS = (("kv", "q1_prefill_vs_decode"), ("latency", "latency"), ("traffic", "q2_bandwidth"),
         ("roofline", "roofline"))
 TABLE_TITLES = {"kv": "KV cache grid as a table (one row per cache position)",
@@ -95,6 +95,7 @@ def _live_content(model_config: Any) -> None:
     start = live.send_window(state.feed(), run.id, len(events), full) if ctx is not None else 0
     controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
     controls["replay"] = bool(getattr(run, "replay", False))
+    controls["poll_s"] = POLL_S  # the browser paces its display one pass behind the model
     live.mount(controls, total=len(events) if ctx is not None else None, resent=resent)
     if ctx is not None:
         texts = _lesson_texts(run, events, ctx)

@@ -19,8 +19,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
 
-# Marked `load`: kept out of `make test` until an intermittent hang (all eight sessions waiting
-# with the machine idle, seen once in a fresh clone) is understood; run with `make load-test`.
+# Marked `load` so `make load-test` can run them alone; `make test` runs them with everything else.
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow, pytest.mark.load]
 
 WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", "cactus")
