@@ -144,7 +144,18 @@ class Job:
             self.status = "error"
         finally:
             self.finished = time.monotonic()
+            _give_memory_back()
             self.queue.release(self.id)
+
+
+def _give_memory_back() -> None:
+    """What a run freed goes back to the system (see app.process_memory), while it holds the queue."""
+    try:
+        from app.process_memory import trim
+
+        trim()
+    except Exception:  # never let housekeeping turn a finished run into an error
+        pass
 
 
 def _explain(exc: Exception) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -140,9 +141,17 @@ def browser():
         chromium.close()
 
 
+@contextlib.contextmanager
+def browser_page(browser, width: int = 1440, height: int = 1000):
+    """A page in its own browser context (its own cookies and session), closed afterwards."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = context.new_page()
-    yield pg
-    context.close()
+    with browser_page(browser) as pg:
+        yield pg

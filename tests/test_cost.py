@@ -28,13 +28,11 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
+from tests.tiny_configs import gpt_small, small  # noqa: E402
 
-NO_IDS = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
-SMALL = {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "vocab_size": 1024, "max_position_embeddings": 256, **NO_IDS}
-GPT_SMALL = {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 1024, "n_positions": 256,
-             "bos_token_id": None, "eos_token_id": None}
+SMALL = small(vocab=1024, positions=256)
+GPT_SMALL = gpt_small(vocab=1024, positions=256)
 ARCHS = {
     "llama_gqa": ("llama", SMALL),
     "qwen2": ("qwen2", SMALL),

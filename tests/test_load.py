@@ -58,9 +58,15 @@ def _server_stacks(proc: psutil.Process) -> str:
 
 
 def _page_report(page) -> str:
-    """What a stuck page holds: the DOM state, each live view's steps, and the top of the page text."""
-    try:
-        views = page.evaluate("""() => {
+    """What a stuck page holds: the DOM state, each live view's steps, script errors, the top of the
+    page text, and a screenshot (artifacts/load-stuck-N.png). Each part is read on its own, so one
+    that fails (a page gone blank) does not hide the others."""
+    parts = []
+    readers = (
+        ("state", lambda: _state(page)),
+        ("script errors", lambda: getattr(page, "pd_errors", None)),
+        ("url", lambda: page.url),
+        ("views", lambda: page.evaluate("""() => {
             const p = window.__pdPlayer;
             if (!p) return null;
             const bar = document.querySelector('.pd-status');
@@ -69,12 +75,19 @@ def _page_report(page) -> str:
             for (const [k, v] of p.views) out[k] = {runId: v.runId, applied: v.applied,
                 frames: Array.from(v.frames.keys()), receipts: v.receipts || null, resends: v.resends || 0};
             return out;
-        }""")
-        text = page.get_by_test_id("stMainBlockContainer").inner_text(timeout=5000)[:300]
-        errors = getattr(page, "pd_errors", None)
-        return f"{_state(page)} | script errors {errors} | views {views} | {text!r}"
-    except Exception as exc:  # a report must not hide the failure it reports
-        return f"(page unreadable: {type(exc).__name__}: {str(exc)[:300]})"
+        }""")),
+        ("text", lambda: page.evaluate("document.body ? document.body.innerText.slice(0, 400) : null")),
+    )
+    for name, read in readers:
+        try:
+            parts.append(f"{name}: {read()!r}")
+        except Exception as exc:  # a report must not hide the failure it reports
+            parts.append(f"{name}: unreadable ({type(exc).__name__}: {str(exc)[:200]})")
+    with contextlib.suppress(Exception):
+        shot = ARTIFACTS / f"load-stuck-{len(list(ARTIFACTS.glob('load-stuck-*.png')))}.png"
+        page.screenshot(path=str(shot), timeout=10_000)
+        parts.append(f"screenshot: {shot.name}")
+    return " | ".join(parts)
 
 
 def _record(key: str, value) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import ARTIFACTS
+from tests.conftest import ARTIFACTS, browser_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -17,10 +17,8 @@ CHARTS = ("kv", "latency", "traffic", "roofline", "tokens")
 @pytest.fixture
 def tall_page(browser):
     # Streamlit scrolls inside its own container, so a tall viewport is what captures the whole page.
-    context = browser.new_context(viewport={"width": 1440, "height": 4200})
-    pg = context.new_page()
-    yield pg
-    context.close()
+    with browser_page(browser, height=4200) as pg:
+        yield pg
 
 
 def _steps(page) -> dict:

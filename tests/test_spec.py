@@ -26,13 +26,10 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
+from tests.tiny_configs import gpt_small, small  # noqa: E402
 
-# Token ids must fit the tiny vocabularies, or transformers warns (and smollm3 refuses to build).
-NO_IDS = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
-SMALL = {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128, **NO_IDS}
-GPT_SMALL = {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 128,
-             "bos_token_id": None, "eos_token_id": None}
+SMALL = small(vocab=256, positions=128)
+GPT_SMALL = gpt_small(vocab=256, positions=128)
 
 TINY_CONFIGS: dict[str, tuple[str, dict]] = {
     "llama_gqa_untied": ("llama", SMALL),

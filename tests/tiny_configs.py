@@ -1,0 +1,18 @@
+"""Tiny Hugging Face config fields shared by the spec and cost tests (random weights, built in ms)."""
+
+from __future__ import annotations
+
+# Token ids must fit the tiny vocabularies, or transformers warns (and smollm3 refuses to build).
+NO_IDS = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+
+
+def small(vocab: int, positions: int) -> dict:
+    """A Llama-shaped config with grouped-query attention (4 query heads sharing 2 KV heads)."""
+    return {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": vocab, "max_position_embeddings": positions, **NO_IDS}
+
+
+def gpt_small(vocab: int, positions: int) -> dict:
+    """The same size in GPT-2's own field names."""
+    return {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": vocab, "n_positions": positions,
+            "bos_token_id": None, "eos_token_id": None}
