@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Write a short story about a robot who learns to paint."
 MAX_NEW = 64
+ALL_CPUS = set(range(os.cpu_count() or 1))
 
 
 def _free_port() -> int:
@@ -163,28 +164,27 @@ def _placement(server_pid: int, isolate: bool) -> str:
     as when the reader's browser runs on the reader's own machine; or let everything share all cores."""
     import psutil
 
-    everything = set(range(os.cpu_count() or 1))
     me = psutil.Process()
     server = psutil.Process(server_pid)
     server_tree = [server, *server.children(recursive=True)]
-    browser_tree = [me, *[c for c in me.children(recursive=True) if c.pid not in {p.pid for p in server_tree}]]
-    if not isolate or len(everything) < 2:
-        _set_affinity(server_tree + browser_tree, everything)
+    server_pids = {p.pid for p in server_tree}
+    browser_tree = [me, *[c for c in me.children(recursive=True) if c.pid not in server_pids]]
+    if not isolate or len(ALL_CPUS) < 2:
+        _set_affinity(server_tree + browser_tree, ALL_CPUS)
         return "shared"
     _set_affinity(server_tree, {0})
-    _set_affinity(browser_tree, everything - {0})
+    _set_affinity(browser_tree, ALL_CPUS - {0})
     return "isolated"
 
 
 def _alone_on_server_core(alone: RunnerAlone, placement: str) -> None:
     """One runner-alone measurement, on the core the server has when isolated (it idles meanwhile)."""
-    everything = set(range(os.cpu_count() or 1))
     if placement == "isolated":
         os.sched_setaffinity(0, {0})
     try:
         alone.measure()
     finally:
-        os.sched_setaffinity(0, everything if placement == "shared" else everything - {0})
+        os.sched_setaffinity(0, ALL_CPUS if placement == "shared" else ALL_CPUS - {0})
 
 
 def _summary(page_data: dict) -> dict:

@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from app.process_memory import trim
+
 ABANDON_AFTER_S = 30.0
 _ids = itertools.count(1)
 
@@ -144,18 +146,8 @@ class Job:
             self.status = "error"
         finally:
             self.finished = time.monotonic()
-            _give_memory_back()
+            trim()  # what the run freed goes back to the system (app.process_memory)
             self.queue.release(self.id)
-
-
-def _give_memory_back() -> None:
-    """What a run freed goes back to the system (see app.process_memory), while it holds the queue."""
-    try:
-        from app.process_memory import trim
-
-        trim()
-    except Exception:  # never let housekeeping turn a finished run into an error
-        pass
 
 
 def _explain(exc: Exception) -> str:

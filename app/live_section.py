@@ -17,7 +17,6 @@ import streamlit as st
 from app import lesson, live, metrics, state
 
 TEXT_REFRESH_S = 2.0
-LESSON_CACHE = "pd_live_lesson_texts"
 POLL_S = 1.0  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)
 ROWS = (("kv", "q1_prefill_vs_decode"), ("latency", "latency"), ("traffic", "q2_bandwidth"),
         ("roofline", "roofline"))
@@ -54,13 +53,13 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
     unchanged text costs the browser no Markdown re-render on the passes in between."""
     import time
 
-    cached = state.get(LESSON_CACHE)
+    cached = state.get(state.LESSON_TEXTS)
     now = time.monotonic()
     if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
         return cached["texts"]
     values = lesson.values_for(events, ctx)
     texts = {name: lesson.text(name, values) for _, name in ROWS}
-    state.put(LESSON_CACHE, {"run": run.id, "t": now, "texts": texts})
+    state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
     return texts
 
 

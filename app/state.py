@@ -17,6 +17,7 @@ FEED = "pd_feed"
 FINALIZED = "pd_finalized_run"
 FULL_PASS = "pd_full_pass"
 FRAGMENT_SEEN = "pd_fragment_seen_pass"
+LESSON_TEXTS = "pd_live_lesson_texts"  # the lesson prose beside the live charts, refreshed every few s
 RESEND = "pd_resend"  # a live view asked for every step again (it missed a render)
 COMPARE = "pd_compare_job"
 BATCHING = "pd_batch_job"

@@ -141,6 +141,22 @@ def browser():
         chromium.close()
 
 
+def live_state(page) -> dict:
+    """What the live view shows now, read from its DOM: steps received and shown, the run's state,
+    prompt tokens, KV grid columns and any Streamlit exception on the page."""
+    return page.evaluate("""() => {
+        const c = document.querySelector('.pd-controls');
+        const kv = document.querySelector('.pd-chart[data-chart=kv]');
+        const toks = document.querySelector('.pd-prompt-toks');
+        return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
+                shown: c ? Number(c.dataset.shown || 0) : 0,
+                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
+                promptText: toks ? toks.innerText : '',
+                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null,
+                exceptions: document.querySelectorAll('[data-testid=stException]').length};
+    }""")
+
+
 @contextlib.contextmanager
 def browser_page(browser, width: int = 1440, height: int = 1000):
     """A page in its own browser context (its own cookies and session), closed afterwards."""

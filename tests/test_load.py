@@ -17,7 +17,7 @@ import psutil
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
+from tests.conftest import ARTIFACTS, free_port, live_state, start_streamlit, stop, wait_healthy
 
 # Marked `load` so `make load-test` can run them alone; `make test` runs them with everything else.
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow, pytest.mark.load]
@@ -63,7 +63,7 @@ def _page_report(page) -> str:
     that fails (a page gone blank) does not hide the others."""
     parts = []
     readers = (
-        ("state", lambda: _state(page)),
+        ("state", lambda: live_state(page)),
         ("script errors", lambda: getattr(page, "pd_errors", None)),
         ("url", lambda: page.url),
         ("views", lambda: page.evaluate("""() => {
@@ -98,20 +98,6 @@ def _record(key: str, value) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
-def _state(page) -> dict:
-    return page.evaluate("""() => {
-        const c = document.querySelector('.pd-controls');
-        const kv = document.querySelector('.pd-chart[data-chart=kv]');
-        const toks = document.querySelector('.pd-prompt-toks');
-        return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
-                shown: c ? Number(c.dataset.shown || 0) : 0,
-                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
-                promptText: toks ? toks.innerText : '',
-                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null,
-                exceptions: document.querySelectorAll('[data-testid=stException]').length};
-    }""")
-
-
 def _open(page, url: str, prompt: str, tokens: int) -> None:
     page.goto(url)
     page.get_by_label("Prompt").wait_for(timeout=240_000)
@@ -136,7 +122,7 @@ def _settled(s: dict) -> bool:
 def _wait_settled(page, timeout: float = 240, proc: psutil.Process | None = None) -> dict:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        s = _state(page)
+        s = live_state(page)
         if _settled(s):
             return s
         time.sleep(0.3)
@@ -165,7 +151,7 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
         while time.time() < deadline and len(states) < len(pages):
             peak = max(peak, _rss_mb(proc))
             for i, page in enumerate(pages):
-                s = _state(page)
+                s = live_state(page)
                 if i not in states and _settled(s):
                     states[i] = s
             time.sleep(0.5)

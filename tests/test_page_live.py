@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import ARTIFACTS, browser_page
+from tests.conftest import ARTIFACTS, browser_page, live_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -25,17 +25,6 @@ def _steps(page) -> dict:
     return page.evaluate("JSON.stringify(window.__pdSteps || {})") and page.evaluate("window.__pdSteps || {}")
 
 
-def _live_state(page) -> dict:
-    return page.evaluate("""() => {
-        const c = document.querySelector('.pd-controls');
-        const kv = document.querySelector('.pd-chart[data-chart=kv]');
-        return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
-                shown: c ? Number(c.dataset.shown || 0) : 0,
-                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
-                kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null};
-    }""")
-
-
 def _open(page, url):
     page.goto(url)
     page.get_by_label("Prompt").wait_for(timeout=180_000)
@@ -45,7 +34,7 @@ def _wait_drawn(page, timeout=120):
     """Until the run is over and the display has caught up with every step received."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        s = _live_state(page)
+        s = live_state(page)
         # settled: the run is over, the display shows every step, and the KV grid (a separate
         # component, whose last frames can arrive a pass after the token stream's) has caught up
         caught_up = s["kvColumns"] is None or s["kvColumns"] == s["prompt"] + s["available"] - 1
@@ -53,7 +42,7 @@ def _wait_drawn(page, timeout=120):
                 and s["shown"] == s["available"] and caught_up):
             return s
         time.sleep(0.3)
-    raise AssertionError(f"live view never settled: {_live_state(page)}")
+    raise AssertionError(f"live view never settled: {live_state(page)}")
 
 
 def _assert_every_step(page, n: int) -> None:
@@ -111,16 +100,16 @@ def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
     page.wait_for_function("(window.__pdSteps && (window.__pdSteps.kv || []).length >= 4)", timeout=120_000)
     # pause the display: the model keeps running, the display stops advancing
     page.get_by_role("button", name="❚❚ Pause").click()
-    shown = _live_state(page)["shown"]
+    shown = live_state(page)["shown"]
     page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {shown + 2}",
                            timeout=60_000)
-    assert _live_state(page)["shown"] == shown  # the model ran on; the display waited
+    assert live_state(page)["shown"] == shown  # the model ran on; the display waited
     page.keyboard.press("ArrowRight")  # step one token from the keyboard
     page.wait_for_function(f"document.querySelector('.pd-controls').dataset.shown == '{shown + 1}'", timeout=10_000)
     page.get_by_role("button", name="▶ Real time").click()
     # a click on another widget mid-run starts a full rerun; the run and the live view carry on
     page.get_by_text("Sampling (default: greedy)").click()
-    before = _live_state(page)["available"]
+    before = live_state(page)["available"]
     page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {before + 2}",
                            timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "live-midrun.png"))
