@@ -8,7 +8,7 @@
 
 const MIN_GAP_MS = 40; // at most 25 redraws per second in real time
 const SLOW_FACTOR = 5;
-const REDRAW_MIN_MS = 150; // per chart: at most ~7 Plotly redraws a second
+const REDRAW_MIN_MS = 100; // per chart: at most 10 Plotly redraws a second
 
 function plotlySrc() {
   const dir = window.location.pathname.replace(/\/[^/]*$/, "/");
@@ -257,7 +257,7 @@ class ChartView {
   constructor(key, name) {
     this.key = key; this.name = name; this.runId = null; this.fig = null; this.frames = new Map();
     this.applied = -1; this.root = null; this.div = null; this.drawing = false; this.dirty = false;
-    this.lastPoints = 0; this.plotted = false;
+    this.lastPoints = 0; this.plotted = false; this.hidden = new Set(); this.legendKey = null;
   }
 
   mount(parent) {
@@ -265,9 +265,17 @@ class ChartView {
     this.root = document.createElement("div");
     this.root.className = "pd-chart";
     this.root.dataset.chart = this.name;
-    this.div = document.createElement("div");
-    this.div.className = "pd-plot";
-    this.root.appendChild(this.div);
+    this.titleEl = element("div", "pd-chart-title");
+    this.titleEl.setAttribute("role", "heading");
+    this.titleEl.setAttribute("aria-level", "4");
+    this.subEl = element("div", "pd-chart-sub");
+    this.notesEl = element("div", "pd-chart-notes");
+    this.div = element("div", "pd-plot");
+    this.legendEl = element("div", "pd-legend");
+    this.legendEl.setAttribute("role", "group");
+    this.legendEl.setAttribute("aria-label", "Legend: press an entry to hide or show that series");
+    this.legendKey = null;
+    this.root.append(this.titleEl, this.subEl, this.notesEl, this.div, this.legendEl);
     parent.replaceChildren(this.root);
     this.plotted = false;
     // Charts off screen are not redrawn (their data still advances): on a 2-core machine the
@@ -299,7 +307,7 @@ class ChartView {
     if (data.run_id !== this.runId) {
       if (!data.base) { askResendIfBehind(this, data, 0); return; } // it needs a send from step 0
       this.runId = data.run_id; this.base = data.base; this.fig = JSON.parse(JSON.stringify(data.base));
-      this.frames = new Map(); this.applied = -1; this.lastPoints = 0;
+      this.frames = new Map(); this.applied = -1; this.lastPoints = 0; this.legendKey = null;
       this.react();
     }
     for (const f of data.frames || []) if (f.step > this.applied) this.frames.set(f.step, f.patch);
@@ -354,10 +362,13 @@ class ChartView {
     for (const ax of ["xaxis", "yaxis", "yaxis2"]) {
       if (layout[ax]) layout[ax] = Object.assign({ gridcolor: colors.grid, zerolinecolor: colors.grid }, layout[ax]);
     }
+    this.lift(layout);
+    const data = this.hidden.size === 0 ? this.fig.data
+      : this.fig.data.map((t, i) => (this.hidden.has(i) ? Object.assign({}, t, { visible: "legendonly" }) : t));
     loadPlotly().then((Plotly) => {
       const first = !this.plotted;
       const t0 = performance.now();
-      const done = Plotly.react(this.div, this.fig.data, layout,
+      const done = Plotly.react(this.div, data, layout,
         { responsive: !this.width, displaylogo: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
       if (first) {
         this.plotted = true;
@@ -383,6 +394,118 @@ class ChartView {
       if (this.dirty) { this.dirty = false; this.react(); }
     });
   }
+
+  // The title, the notes above the plot and the legend are drawn here as HTML, not by Plotly:
+  // Plotly measures every text it draws on each redraw, and in Streamlit's large page each
+  // measurement forces a layout of the whole document (a third of a live redraw's time when
+  // measured). As HTML they are also plain text to a screen reader. The plot keeps its height.
+  lift(layout) {
+    const title = String((layout.title && layout.title.text) || "").split(/<br\s*\/?>/i);
+    setText(this.titleEl, plainText(title[0]));
+    setText(this.subEl, plainText(title.slice(1).join(" ")));
+    const notes = layout.annotations || [];
+    const above = notes.filter((a) => a.yref === "paper" && a.xref === "paper" && a.y >= 1);
+    layout.annotations = notes.filter((a) => !above.includes(a));
+    this.renderNotes(above);
+    const margin = Object.assign({ t: 50, b: 80 }, layout.margin || {});
+    const top = (layout.shapes || []).some((s) => s.yref === "paper" && s.y1 > 1) ? 16 : 8;
+    const bottom = Math.min(margin.b, 55);
+    layout.height = Math.max(200, (layout.height || 360) - (margin.t - top) - (margin.b - bottom));
+    layout.margin = Object.assign({}, margin, { t: top, b: bottom });
+    layout.title = { text: "" };
+    layout.showlegend = false;
+    this.renderLegend();
+  }
+
+  renderNotes(notes) {
+    const key = JSON.stringify(notes.map((a) => [a.text, a.xanchor, a.font && a.font.color]));
+    if (key === this.notesKey) return;
+    this.notesKey = key;
+    const side = (anchor) => {
+      const box = element("div", "pd-chart-notes-" + anchor);
+      for (const a of notes.filter((n) => (n.xanchor === "right" ? "right" : "left") === anchor)) {
+        const span = element("span", "pd-chart-note");
+        span.textContent = plainText(a.text);
+        if (a.font && a.font.color) span.style.color = a.font.color;
+        box.appendChild(span);
+      }
+      return box;
+    };
+    this.notesEl.replaceChildren(side("left"), side("right"));
+    this.notesEl.hidden = notes.length === 0;
+  }
+
+  renderLegend() {
+    const entries = this.fig.data.map((t, i) => [t, i])
+      .filter(([t]) => t.name && t.showlegend !== false && t.type !== "heatmap");
+    const key = this.runId + "|" + entries.map(([t]) => t.name).join("|");
+    if (key === this.legendKey) return;
+    this.legendKey = key;
+    this.legendEl.replaceChildren(...entries.map(([t, i]) => {
+      const b = element("button", "pd-legend-item");
+      b.type = "button";
+      b.setAttribute("aria-pressed", String(!this.hidden.has(i)));
+      b.title = "Hide or show this series";
+      const label = element("span", "");
+      label.textContent = t.name;
+      b.append(swatch(t), label);
+      b.addEventListener("click", () => {
+        if (this.hidden.has(i)) this.hidden.delete(i); else this.hidden.add(i);
+        b.setAttribute("aria-pressed", String(!this.hidden.has(i)));
+        this.react();
+      });
+      return b;
+    }));
+    this.legendEl.hidden = entries.length === 0;
+  }
+}
+
+function element(tag, cls) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+  el.hidden = text === "";
+}
+
+// Plotly's label markup (tags and a few entities) to plain text; it goes in with textContent.
+function plainText(s) {
+  return String(s || "").replace(/<[^>]*>/g, "").replace(/&lt;/g, "<").replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, "&").trim();
+}
+
+// A legend key drawn like the trace: a bar block, or a line (dashed if the trace is) with its marker.
+function swatch(t) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("width", "30"); svg.setAttribute("height", "14"); svg.setAttribute("aria-hidden", "true");
+  const marker = t.marker || {};
+  const line = t.line || {};
+  const color = [marker.color, line.color].find((c) => typeof c === "string") || "#999999";
+  const add = (tag, attrs) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    svg.appendChild(e);
+  };
+  const mode = t.mode || (t.type === "scatter" ? "markers" : "");
+  if (t.type === "bar") {
+    add("rect", { x: 4, y: 2, width: 22, height: 10, fill: color });
+  } else {
+    if (mode.includes("lines")) {
+      const dash = { dash: "5,3", dot: "2,2", dashdot: "5,2,2,2" }[line.dash] || "none";
+      add("line", { x1: 1, x2: 29, y1: 7, y2: 7, stroke: line.color || color, "stroke-width": 2, "stroke-dasharray": dash });
+    }
+    if (mode.includes("markers")) {
+      const symbol = String(marker.symbol || "circle");
+      const fill = symbol.includes("open") ? "none" : color;
+      if (symbol.startsWith("diamond")) add("polygon", { points: "15,1 21,7 15,13 9,7", fill: fill, stroke: color, "stroke-width": 1.5 });
+      else add("circle", { cx: 15, cy: 7, r: 4, fill: fill, stroke: color, "stroke-width": 1.5 });
+    }
+  }
+  return svg;
 }
 
 // ---- the controls view: pace buttons, token stream, metric tiles ---------------------------

@@ -14,7 +14,6 @@ from typing import Any
 import streamlit as st
 
 from app import figures, metrics
-from app import palette as pal
 from app.context import RunContext
 from core.trace import Event
 
@@ -74,7 +73,7 @@ def chart_data(name: str, run_id: int, events: list[Event], ctx: RunContext, sta
     data: dict[str, Any] = {"instance": name, "kind": "chart", "chart": name, "run_id": run_id,
                             "frames": [{"step": k, "patch": patch(events, k, ctx)} for k in range(start, len(events))]}
     if start == 0:
-        data["base"] = pal.fit_legend(base(ctx))
+        data["base"] = base(ctx)  # live.js draws its title and legend as HTML
     return data
 
 

@@ -56,6 +56,18 @@ def _server_stacks(proc: psutil.Process) -> str:
     return proc.log_path.read_text()[-30000:]
 
 
+# Script errors and console errors per page, kept here rather than as attributes on Playwright's
+# Page objects (which are proxies: an attribute set on one can read back as missing).
+_ERRORS: dict[int, list[str]] = {}
+
+
+def _watch(page) -> None:
+    log = _ERRORS.setdefault(id(page), [])
+    page.on("pageerror", lambda exc: log.append(f"pageerror: {exc}"[:2000]))
+    page.on("console", lambda msg: msg.type in ("error", "warning") and log.append(
+        f"console.{msg.type}: {msg.text}"[:2000]))
+
+
 def _page_report(page) -> str:
     """What a stuck page holds: the DOM state, each live view's steps, script errors, the top of the
     page text, and a screenshot (artifacts/load-stuck-N.png). Each part is read on its own, so one
@@ -63,7 +75,7 @@ def _page_report(page) -> str:
     parts = []
     readers = (
         ("state", lambda: live_state(page)),
-        ("script errors", lambda: getattr(page, "pd_errors", None)),
+        ("script errors", lambda: _ERRORS.get(id(page), [])[-20:]),
         ("url", lambda: page.url),
         ("views", lambda: page.evaluate("""() => {
             const p = window.__pdPlayer;
@@ -143,6 +155,8 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
     url, proc = server
     contexts = [browser.new_context(viewport={"width": 1280, "height": 1600}) for _ in WORDS]
     pages = [c.new_page() for c in contexts]
+    for page in pages:
+        _watch(page)
     try:
         for word, page in zip(WORDS, pages, strict=True):
             _open(page, url, f"Use the word {word} in one short sentence.", tokens=6)
@@ -175,6 +189,8 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
         _record("eight_sessions_peak_rss_mb", round(peak, 1))
         assert peak < 3000
     finally:
+        (ARTIFACTS / "load-errors.txt").write_text(
+            "\n".join(f"page {i}: {e}" for i, p in enumerate(pages) for e in _ERRORS.get(id(p), [])))
         for c in contexts:
             c.close()
 
@@ -183,6 +199,7 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
     url, proc = server
     context = browser.new_context(viewport={"width": 1280, "height": 1600})
     page = context.new_page()
+    _watch(page)
     try:
         _open(page, url, "Tell me a long story about a lighthouse.", tokens=40)
         page.get_by_role("button", name="Generate").click()

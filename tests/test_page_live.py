@@ -85,8 +85,29 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     assert "<script" in page.locator(".pd-prompt-toks").inner_text().replace(" ", "") or \
         "script" in page.locator(".pd-prompt-toks").inner_text()
     assert page.get_by_test_id("stException").count() == 0
+    _assert_html_titles_and_legend(page, state)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "live-done.png"))
+
+
+def _assert_html_titles_and_legend(page, state: dict) -> None:
+    """Titles, notes and legends are HTML that follows the run (Plotly draws none of them), and a
+    legend entry still hides its series."""
+    kv = page.locator(".pd-chart[data-chart=kv]")
+    assert f"{state['kvColumns']} positions × 30 layers" in kv.locator(".pd-chart-title").inner_text()
+    notes = kv.locator(".pd-chart-notes").inner_text()
+    assert f"prefill: {state['prompt']} positions" in notes and "decode: +1 column per step" in notes, notes
+    assert kv.locator(".gtitle").count() == 0 and kv.locator(".annotation").count() == 0
+    latency = page.locator(".pd-chart[data-chart=latency]")
+    assert latency.locator(".legend").count() == 0  # no Plotly legend
+    predicted = latency.get_by_role("button", name="predicted (core.predictor)")
+    predicted.click()
+    assert predicted.get_attribute("aria-pressed") == "false"
+    page.wait_for_function("""() => { const d = document.querySelector('.pd-chart[data-chart=latency] .js-plotly-plot');
+        return d && d._fullData.some(t => t.name === 'predicted (core.predictor)' && t.visible === 'legendonly'); }""",
+                           timeout=10_000)
+    predicted.click()
+    assert predicted.get_attribute("aria-pressed") == "true"
 
 
 def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
