@@ -61,7 +61,8 @@ def kv_base(ctx: RunContext) -> dict[str, Any]:
              "colorbar": {"title": {"text": "‖k‖", "side": "right"}, "thickness": 12},
              "name": "key norms (measured)"}
     layout = pal.base_layout(_kv_title(0, 0, ctx), height=max(320, 60 + 11 * rows + 60),
-                             margin={"l": 60, "r": 20, "t": 95, "b": 60})
+                             margin={"l": 60, "r": 20, "t": 95, "b": 60},
+                             meta={"notes_row": True})  # the live view keeps room for the notes
     layout["xaxis"] = {"title": {"text": "cache position (token)"},
                        "range": [-0.5, max(ctx.max_positions, 1) - 0.5], "showgrid": False, "zeroline": False}
     layout["yaxis"] = {"title": {"text": "layer"}, "autorange": "reversed", "showgrid": False,
@@ -133,7 +134,7 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "yaxis": "y2", "showlegend": False,
          "hovertemplate": "step %{x}: predicted is %{y:+.0f}% vs measured<extra></extra>"},
     ]
-    layout = pal.base_layout("Latency per token: prefill once, then one decode step per token", height=400)
+    layout = pal.base_layout(_latency_title([]), height=400)
     layout["margin"] = {**layout["margin"], "t": 70}  # a second title line: the prediction error
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill, then decode steps)"}, "anchor": "y2",
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
@@ -160,10 +161,14 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         append["2"] = {"x": [k], "y": [e.predicted_ms]}
         append["3"] = {"x": [k], "y": [prediction_error_pct(e)]}
     errors = [abs(x) for x in (prediction_error_pct(ev) for ev in events[1:k + 1]) if x is not None]
-    title = "Latency per token: prefill once, then one decode step per token"
-    if errors:
-        title += f"<br><sub>median |prediction error| on decode: {statistics.median(errors):.0f}%</sub>"
-    return {"append": append, "layout": {"title.text": title}}
+    return {"append": append, "layout": {"title.text": _latency_title(errors)}}
+
+
+def _latency_title(errors: list[float]) -> str:
+    # The second line is there from the start, so the live chart's title block keeps its height.
+    error = f"{statistics.median(errors):.0f}%" if errors else "shown from the first decode step"
+    return ("Latency per token: prefill once, then one decode step per token"
+            f"<br><sub>median |prediction error| on decode: {error}</sub>")
 
 
 # --- memory traffic per step ----------------------------------------------------------------

@@ -406,7 +406,7 @@ class ChartView {
     const notes = layout.annotations || [];
     const above = notes.filter((a) => a.yref === "paper" && a.xref === "paper" && a.y >= 1);
     layout.annotations = notes.filter((a) => !above.includes(a));
-    this.renderNotes(above);
+    this.renderNotes(above, !!(layout.meta && layout.meta.notes_row));
     const margin = Object.assign({ t: 50, b: 80 }, layout.margin || {});
     const top = (layout.shapes || []).some((s) => s.yref === "paper" && s.y1 > 1) ? 16 : 8;
     const bottom = Math.min(margin.b, 55);
@@ -417,7 +417,10 @@ class ChartView {
     this.renderLegend();
   }
 
-  renderNotes(notes) {
+  // `keepRow`: the figure asks for the notes row even while it has no notes (layout.meta.notes_row),
+  // so the plot does not jump down when the first note arrives.
+  renderNotes(notes, keepRow) {
+    this.notesEl.hidden = notes.length === 0 && !keepRow;
     const key = JSON.stringify(notes.map((a) => [a.text, a.xanchor, a.font && a.font.color]));
     if (key === this.notesKey) return;
     this.notesKey = key;
@@ -432,7 +435,6 @@ class ChartView {
       return box;
     };
     this.notesEl.replaceChildren(side("left"), side("right"));
-    this.notesEl.hidden = notes.length === 0;
   }
 
   renderLegend() {

@@ -65,16 +65,27 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     page.wait_for_selector(".pd-controls")
     # Streamlit fades elements it considers stale while a pass runs (to 0.33 opacity, seen here);
     # the live section is re-sent every pass, so it must never fade. Sample it through the run.
-    page.evaluate("""() => { window.__pdFade = {seen: 0, min: 1};
+    # The same sampler records where each chart's plot sits below its title block: titles and notes
+    # are HTML above the plot, and a line that appears mid-run would push the plot down (a jump).
+    page.evaluate("""() => { window.__pdFade = {seen: 0, min: 1, plotTop: {}};
         window.__pdFadeTimer = setInterval(() => {
             for (const el of document.querySelectorAll('.st-key-pd_live [data-stale="true"]')) {
                 window.__pdFade.seen++;
                 window.__pdFade.min = Math.min(window.__pdFade.min, parseFloat(getComputedStyle(el).opacity));
             }
+            for (const chart of document.querySelectorAll('.pd-chart')) {
+                const plot = chart.querySelector('.pd-plot');
+                if (!plot || !plot.querySelector('.main-svg')) continue;
+                const top = Math.round(plot.getBoundingClientRect().top - chart.getBoundingClientRect().top);
+                const seen = (window.__pdFade.plotTop[chart.dataset.chart] ||= []);
+                if (!seen.includes(top)) seen.push(top);
+            }
         }, 20); }""")
     state = _wait_drawn(page)
     fade = page.evaluate("clearInterval(window.__pdFadeTimer), window.__pdFade")
     assert fade["seen"] > 0 and fade["min"] == 1, fade
+    assert {"kv", "latency"} <= set(fade["plotTop"]), fade["plotTop"]
+    assert all(len(tops) == 1 for tops in fade["plotTop"].values()), fade["plotTop"]
     n = state["available"]
     assert state["status"] == "done" and n >= 2
     assert state["kvColumns"] == state["prompt"] + n - 1  # the last token is produced but not cached
