@@ -307,7 +307,7 @@ class ChartView {
     if (data.run_id !== this.runId) {
       if (!data.base) { askResendIfBehind(this, data, 0); return; } // it needs a send from step 0
       this.runId = data.run_id; this.base = data.base; this.fig = JSON.parse(JSON.stringify(data.base));
-      this.frames = new Map(); this.applied = -1; this.lastPoints = 0; this.legendKey = null;
+      this.frames = new Map(); this.applied = -1; this.lastPoints = 0;
       this.react();
     }
     for (const f of data.frames || []) if (f.step > this.applied) this.frames.set(f.step, f.patch);

@@ -147,9 +147,9 @@ def _rss_mb(proc: psutil.Process) -> float:
     return proc.memory_info().rss / 1e6
 
 
-# Marked `load` and run by `make load-test`, not `make test`: about one run in ten a page goes
-# blank under this load (the whole Streamlit app unmounts; seen with every live view holding all
-# its steps). That is an open bug of issue 5, not a flaky test.
+# Marked `load` and run by `make load-test`, not `make test`: in one session a page went blank
+# under this load in 2 of ~22 runs (the whole Streamlit app unmounts; seen with every live view
+# holding all its steps), in the next none of 26. An open bug of issue 5, not a flaky test.
 @pytest.mark.load
 def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser):
     url, proc = server
