@@ -14,6 +14,7 @@ poll; a job nobody polled for `ABANDON_AFTER_S` stops itself, so no thread outli
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,51 @@ from app.process_memory import trim
 
 ABANDON_AFTER_S = 30.0
 _ids = itertools.count(1)
+
+
+class _ModelThread:
+    """One long-lived thread that runs every job's `work()`, one at a time (the RunQueue already
+    lets only one job work at once).
+
+    Why not in each job's own thread: glibc gives threads separate malloc arenas, and memory a run
+    frees stays in its arena for whichever thread uses that arena next. With a fresh thread per
+    run, runs landed on different arenas, each kept its own heap top (which malloc_trim cannot
+    give back), and over fifty Stop/Generate cycles the server's RSS grew by 6 to 59 MB (seven
+    runs here). On one model thread it grew by 0.3 to 4.0 MB (six runs)."""
+
+    def __init__(self) -> None:
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the model thread and wait for it; its exception is raised here."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def task() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller, which decides)
+                failure.append(exc)
+            finally:
+                done.set()
+
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="pdlab-model", daemon=True)
+                self._thread.start()
+        self._tasks.put(task)
+        done.wait()
+        if failure:
+            raise failure[0]
+
+    def _serve(self) -> None:
+        while True:
+            self._tasks.get()()
+
+
+_model_thread = _ModelThread()
 
 
 class RunQueue:
@@ -134,7 +180,7 @@ class Job:
         try:
             self.status = "running"
             self.started = time.monotonic()
-            self.work()
+            _model_thread.call(self.work)
             if self._abandoned:
                 self.status = "abandoned"
             elif self._cancel.is_set():

@@ -1,9 +1,10 @@
 """Keep the server's resident memory from creeping up run after run.
 
 A run frees what it allocated (KV caches, activations, messages), but glibc keeps freed heap
-pages mapped for reuse, and a fragmented heap can rarely give its top back. Over fifty short
-runs the server's RSS rose by 0 to 57 MB here, depending on where each run's allocations fell.
-`malloc_trim(0)` after each run returns the free pages to the system (a few milliseconds).
+pages mapped for reuse, and a fragmented heap can rarely give its top back. `trim()`
+(`malloc_trim(0)`) after each run returns the free pages inside every heap (a few milliseconds).
+It cannot shrink the top of a thread arena's heap, which is why all model work runs on one
+long-lived thread (app.jobs): one arena, reused run after run.
 """
 
 from __future__ import annotations

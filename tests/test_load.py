@@ -206,7 +206,7 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         _wait_settled(page, proc=proc)
         rss_before, threads_before = _rss_mb(proc), proc.num_threads()
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
-        outcomes = []
+        outcomes, rss_series = [], []
         for i in range(50):
             page.get_by_role("button", name="Generate").click()
             if i % 5 == 0:
@@ -220,11 +220,12 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
             if s["available"]:
                 assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (i, s)
             outcomes.append(s["status"])
+            rss_series.append(round(_rss_mb(proc) - rss_before, 1))
         time.sleep(2)
         growth = _rss_mb(proc) - rss_before
         threads_after = proc.num_threads()
         _record("fifty_cycles", {"rss_growth_mb": round(growth, 1), "threads_before": threads_before,
-                                 "threads_after": threads_after, "outcomes": {k: outcomes.count(k)
+                                 "threads_after": threads_after, "rss_growth_series_mb": rss_series, "outcomes": {k: outcomes.count(k)
                                                                               for k in set(outcomes)}})
         assert threads_after <= threads_before + 2, (threads_before, threads_after)
         assert growth <= 50, f"RSS grew {growth:.1f} MB over 50 cycles"
