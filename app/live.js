@@ -43,6 +43,7 @@ function player() {
     window.__pdSteps = { runId: null };
     window.__pdAfterplot = [];
     installKeys();
+    installBlankWatchdog();
     if (typeof PD_CSS === "string" && !document.getElementById("pd-live-css")) {
       const style = document.createElement("style");
       style.id = "pd-live-css";
@@ -178,6 +179,33 @@ function installKeys() {
     }
     ev.preventDefault();
   });
+}
+
+// ---- blank-page watchdog ------------------------------------------------------------------
+// Under heavy load Streamlit's page can, rarely, unmount its whole app after a render error and
+// leave the reader a white page (issue 5). This script lives in the page's own window, so its
+// timer outlives the app: when the app has been gone for BLANK_AFTER_MS it reloads the page,
+// at most once every BLANK_RELOAD_EVERY_MS (so a page that fails at once does not loop). The
+// address bar holds the prompt and settings (app/share_links.py), so the reload keeps them, and
+// the `recovered` key it adds makes the page say what happened.
+const BLANK_AFTER_MS = 3000;
+const BLANK_RELOAD_EVERY_MS = 60000;
+const BLANK_KEY = "pdBlankReloadAt";
+
+function installBlankWatchdog() {
+  let goneSince = null;
+  setInterval(() => {
+    if (document.querySelector('[data-testid="stApp"]')) { goneSince = null; return; }
+    const now = Date.now();
+    if (goneSince === null) goneSince = now;
+    let last = 0;
+    try { last = Number(window.sessionStorage.getItem(BLANK_KEY) || 0); } catch (e) { return; }
+    if (now - goneSince < BLANK_AFTER_MS || now - last < BLANK_RELOAD_EVERY_MS) return;
+    try { window.sessionStorage.setItem(BLANK_KEY, String(now)); } catch (e) { return; }
+    const url = new URL(window.location.href);
+    url.searchParams.set("recovered", "1");
+    window.location.replace(url.toString());
+  }, 500);
 }
 
 // ---- figure patches (mirror of app/patches.py apply_patch) --------------------------------

@@ -25,6 +25,9 @@ PAGE = "pd_page"
 PRESENTER = "presenter"
 TOP_P = "top_p"
 TRACE_KEY = "trace"  # not part of core.share: names a bundled recording, ignored by other readers
+RECOVERED_KEY = "recovered"  # added by live.js when it reloads a page that went blank
+RECOVERED_NOTICE = ("This page stopped drawing and was reloaded; your prompt and settings were kept. "
+                    "A run that was under way is not shown again: press Generate to start a new one.")
 _TRACE_NAME = re.compile(r"[a-z0-9-]{1,40}")
 
 # ViewParams field -> the widget key holding it
@@ -49,6 +52,8 @@ def apply_link_once() -> None:
     for field, key in WIDGET_KEYS.items():
         st.session_state[key] = getattr(view, field)
     trace = _bundled_from(raw, notices)
+    if RECOVERED_KEY in raw:
+        notices.insert(0, RECOVERED_NOTICE)
     if view.page == "replay" or trace:
         from app import replay_section
 

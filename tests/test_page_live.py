@@ -170,3 +170,26 @@ def test_a_chart_that_missed_every_send_asks_again_and_catches_up(app_server, ta
     kv = page.evaluate("(() => { const v = window.__pdPlayer.views.get('kv'); "
                        "return {resends: v.resends || 0, applied: v.applied}; })()")
     assert kv["resends"] >= 1 and kv["applied"] == state["available"] - 1, kv
+
+
+def test_a_page_whose_app_vanished_reloads_once_with_its_prompt(app_server, tall_page):
+    """The blank-page watchdog (live.js, issue 5): a page whose Streamlit app has unmounted is
+    reloaded from its link, which keeps the prompt and settings and says what happened; a second
+    blank page within the minute is left alone, so a page that fails at once cannot loop."""
+    page = tall_page
+    prompt = "Name a fruit."
+    _open(page, app_server + "/?prompt=Name+a+fruit.&max_new_tokens=3")
+    page.get_by_role("button", name="Generate").click()
+    _wait_drawn(page)  # the live view has mounted: its script (and watchdog) run in this window
+    with page.expect_navigation(timeout=20_000):
+        page.evaluate("document.querySelector('[data-testid=stApp]').remove()")
+    page.get_by_label("Prompt").wait_for(timeout=60_000)
+    assert page.get_by_label("Prompt").input_value() == prompt
+    page.get_by_text("This page stopped drawing and was reloaded").wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "live-recovered.png"))
+    assert "max_new_tokens=3" in page.url
+    page.get_by_role("button", name="Generate").click()
+    _wait_drawn(page)
+    page.evaluate("window.__pdSameDocument = true; document.querySelector('[data-testid=stApp]').remove()")
+    time.sleep(6)
+    assert page.evaluate("window.__pdSameDocument === true"), "reloaded twice within a minute"

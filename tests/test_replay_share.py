@@ -177,6 +177,16 @@ def test_a_good_link_sets_the_widgets_and_the_url_keeps_it(no_model):
     assert dict(at.query_params) == {**query, "page": "replay"}
 
 
+def test_a_page_reloaded_after_going_blank_says_so_and_keeps_the_link(no_model):
+    """live.js reloads a page whose app unmounted, adding `recovered` to its link (issue 5)."""
+    at = _open({"prompt": "Why is the Moon bright?", "max_new_tokens": "12", "recovered": "1"})
+    assert "stopped drawing and was reloaded" in _texts(at.info)
+    assert (at.session_state["prompt"], at.session_state["max_new_tokens"]) == ("Why is the Moon bright?", 12)
+    assert "recovered" not in at.query_params  # the next reload is a plain one
+    at = _open({"prompt": "Why is the Moon bright?"})
+    assert "stopped drawing" not in _texts(at.info)
+
+
 def test_presenter_tour_walks_the_lesson_in_order(no_model):
     at = _open({"presenter": "1"})
     assert at.session_state["presenter"] is True
