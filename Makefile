@@ -38,10 +38,10 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: prepare chromium lint
-	$(BIN)/python -m pytest -m "not load"
+	$(BIN)/python -m pytest
 
-load-test: prepare chromium  # the eight-session test, kept out of make test while a page can go blank
-	$(BIN)/python -m pytest -m load
+load-test: prepare chromium  # the load tests alone (also part of make test): eight sessions, fifty cycles
+	$(BIN)/python -m pytest tests/test_load.py
 
 unit: setup
 	$(BIN)/python -m pytest -m "not browser and not model"
