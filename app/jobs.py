@@ -33,7 +33,10 @@ class _ModelThread:
     frees stays in its arena for whichever thread uses that arena next. With a fresh thread per
     run, runs landed on different arenas, each kept its own heap top (which malloc_trim cannot
     give back), and over fifty Stop/Generate cycles the server's RSS grew by 6 to 59 MB (seven
-    runs here). On one model thread it grew by 0.3 to 4.0 MB (six runs)."""
+    runs here). On one model thread it grew by 0.3 to 4.0 MB (six runs).
+
+    Not a ThreadPoolExecutor: its workers are joined at interpreter exit, so a run in progress
+    would hold up the server's shutdown; this thread is a daemon."""
 
     def __init__(self) -> None:
         self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()

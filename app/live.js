@@ -198,10 +198,11 @@ function installBlankWatchdog() {
     if (document.querySelector('[data-testid="stApp"]')) { goneSince = null; return; }
     const now = Date.now();
     if (goneSince === null) goneSince = now;
-    let last = 0;
-    try { last = Number(window.sessionStorage.getItem(BLANK_KEY) || 0); } catch (e) { return; }
-    if (now - goneSince < BLANK_AFTER_MS || now - last < BLANK_RELOAD_EVERY_MS) return;
-    try { window.sessionStorage.setItem(BLANK_KEY, String(now)); } catch (e) { return; }
+    if (now - goneSince < BLANK_AFTER_MS) return;
+    try {
+      if (now - Number(window.sessionStorage.getItem(BLANK_KEY) || 0) < BLANK_RELOAD_EVERY_MS) return;
+      window.sessionStorage.setItem(BLANK_KEY, String(now));
+    } catch (e) { return; } // no storage to remember the last reload: never reload, never loop
     const url = new URL(window.location.href);
     url.searchParams.set("recovered", "1");
     window.location.replace(url.toString());

@@ -225,9 +225,9 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         time.sleep(2)
         growth = _rss_mb(proc) - rss_before
         threads_after = proc.num_threads()
-        _record("fifty_cycles", {"rss_growth_mb": round(growth, 1), "threads_before": threads_before,
-                                 "threads_after": threads_after, "rss_growth_series_mb": rss_series, "outcomes": {k: outcomes.count(k)
-                                                                              for k in set(outcomes)}})
+        _record("fifty_cycles", {"rss_growth_mb": round(growth, 1), "rss_growth_series_mb": rss_series,
+                                 "threads_before": threads_before, "threads_after": threads_after,
+                                 "outcomes": {k: outcomes.count(k) for k in set(outcomes)}})
         assert threads_after <= threads_before + 2, (threads_before, threads_after)
         assert growth <= 50, f"RSS grew {growth:.1f} MB over 50 cycles"
     finally:
