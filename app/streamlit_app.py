@@ -16,6 +16,6 @@ import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="Prefill & Decode Lab", page_icon="⚡", layout="wide")
 
-from app.page import render  # noqa: E402
+from app.views.live import render  # noqa: E402
 
 render()

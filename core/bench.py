@@ -69,7 +69,7 @@ def bench_prepare() -> dict[str, float]:
 def bench_serve_rss(env: dict | None = None) -> float:
     """Peak RSS of a process running the page (Streamlit's AppTest: the script, the model, a run)."""
     # A child process: the engine itself never imports streamlit.
-    stdout = _run_child([sys.executable, "-m", "app.serve_probe"], env=env)
+    stdout = _run_child([sys.executable, "-m", "app.devtools.serve_probe"], env=env)
     return round(float(stdout.split()[-1]), 1)
 
 

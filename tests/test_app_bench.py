@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app import bench
+from app.devtools import bench
 
 
 def _page_data(afterplot):

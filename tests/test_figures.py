@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from app import figures, lesson, live, metrics
-from app.context import Ceilings, build_context
-from app.jobs import RunQueue
-from app.patches import apply_patch, point_count
+from app.components import figures, lesson, metrics
+from app.components import live_component as live
+from app.components.patches import apply_patch, point_count
+from app.services.context import Ceilings, build_context
+from app.services.jobs import RunQueue
 from core.runner import GenerationSettings, generate_trace
 
 MAX_NEW = 12
@@ -25,7 +26,7 @@ def run_data(tiny_model):
 
 
 def _annotator(loaded):
-    from app.model_service import make_annotator
+    from app.services.model import make_annotator
 
     return make_annotator(loaded)
 
@@ -169,8 +170,8 @@ def test_queue_is_fifo_and_reports_positions():
 
 
 def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
-    from app import model_service
-    from app.runs import GenerationRun
+    from app.services import model as model_service
+    from app.services.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     q = RunQueue()
@@ -187,8 +188,9 @@ def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
 
 
 def test_abandoned_run_ends_itself(tiny_model, monkeypatch):
-    from app import jobs, model_service
-    from app.runs import GenerationRun
+    from app.services import jobs
+    from app.services import model as model_service
+    from app.services.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     monkeypatch.setattr(jobs, "ABANDON_AFTER_S", 0.0)

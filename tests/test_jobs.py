@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from app.jobs import Job, RunQueue
+from app.services.jobs import Job, RunQueue
 
 
 class _Probe(Job):

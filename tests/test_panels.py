@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app import panel_figures
+from app.components import panel_figures
 
 APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
 
@@ -95,8 +95,8 @@ def test_panels_run_the_real_model():
     assert any("generated three ways" in s["layout"]["title"]["text"] for s in _specs(at))
 
     # batching: two small batches, few steps (the page's job with a shorter list)
-    from app import panel_jobs
-    from app.model_service import get_model, get_queue
+    from app.services import experiments as panel_jobs
+    from app.services.model import get_model, get_queue
 
     small = panel_jobs.BatchJob(get_queue(), get_model(), batches=(1, 2), steps=3).start()
     at.session_state["pd_batch_job"] = small
@@ -110,8 +110,8 @@ def test_panels_run_the_real_model():
     assert "step time grew" in "".join(m.value for m in at.markdown)
 
     # about this run: model, source, dtype, threads, versions, ceilings
-    from app.model_service import cached_ceilings
-    from app.panels import about_rows
+    from app.sections.panels import about_rows
+    from app.services.model import cached_ceilings
 
     rows = {r[0]: r for r in about_rows(get_model(), None, cached_ceilings())}
     assert "SmolLM2" in rows["model"][1] and rows["dtype of the weights"][1]

@@ -22,7 +22,8 @@ APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
 
 @pytest.fixture
 def no_model(monkeypatch, tmp_path):
-    from app import model_gate, model_service
+    from app.sections import model_gate
+    from app.services import model as model_service
     from core import prepare
 
     def no_wheel(*_a, **_k):
@@ -208,7 +209,7 @@ def test_presenter_tour_walks_the_lesson_in_order(no_model):
 
 
 def test_tour_is_data_and_unknown_sections_are_skipped():
-    from app import presenter
+    from app.sections import presenter
 
     ids = [s["id"] for s in presenter.tour_steps()]
     assert ids == ["prefill", "decode", "bandwidth", "cache", "batching"]

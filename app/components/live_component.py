@@ -13,11 +13,11 @@ from typing import Any
 
 import streamlit as st
 
-from app import figures, metrics
-from app.context import RunContext
+from app.components import figures, metrics
+from app.services.context import RunContext
 from core.trace import Event
 
-_HERE = Path(__file__).resolve().parent
+_HERE = Path(__file__).resolve().parent / "live"
 OVERLAP_PASSES = 3  # resend the steps of the last few passes in case a render was coalesced
 
 # Not isolated in a shadow root: Plotly puts its own styles in document.head and must see its

@@ -19,7 +19,7 @@ import streamlit as st
 
 from app import state
 
-TOUR_FILE = Path(__file__).resolve().parent.parent / "assets" / "lesson" / "tour.json"
+TOUR_FILE = Path(__file__).resolve().parents[2] / "assets" / "lesson" / "tour.json"
 PRESENTER = "presenter"
 STEP = "pd_tour_step"
 PAGE = "pd_page"
@@ -107,7 +107,7 @@ def current_step(model_ready: bool) -> dict[str, Any] | None:
 
 def render_header() -> None:
     """The presenter toggle and the share box, top right; in presenter mode, the CSS too."""
-    from app import share_links
+    from app.sections import share_links
 
     _, c2 = st.columns([5, 2], vertical_alignment="center")
     with c2:
@@ -125,7 +125,7 @@ def render_tour(model_ready: bool) -> None:
     """The current tour step with Previous / Next; its section becomes the link's page."""
     if not active():
         return
-    from app import lesson
+    from app.components import lesson
 
     steps = steps_for(_sections(model_ready))
     if not steps:
@@ -150,7 +150,7 @@ def render_tour(model_ready: bool) -> None:
 
 def render_section(loaded: Any) -> None:
     """Presenter mode's after-run part: only what the current tour step needs."""
-    from app import after_run, panels
+    from app.sections import after_run, panels
 
     step = current_step(loaded is not None)
     run = state.current_run()

@@ -12,12 +12,12 @@ import statistics
 from functools import cache
 from pathlib import Path
 
-from app.context import RunContext
-from app.figures import crossover_tokens, fmt_bytes
-from app.metrics import achieved_bandwidth
+from app.components.figures import crossover_tokens, fmt_bytes
+from app.components.metrics import achieved_bandwidth
+from app.services.context import RunContext
 from core.trace import Event
 
-LESSON_DIR = Path(__file__).resolve().parent.parent / "assets" / "lesson"
+LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
 _SLOT = re.compile(r"\[\[([a-z0-9_]+)\]\]")
 
 

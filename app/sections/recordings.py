@@ -13,7 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from app import replay, state
+from app import state
+from app.services import replay
 
 UPLOAD = "pd_trace_upload"
 UPLOAD_MESSAGE = "pd_trace_message"
@@ -129,15 +130,16 @@ def render_tools(loaded: Any = None, expanded: bool = False) -> None:
         if kind_message:
             kind, message = kind_message
             (st.error if kind == "error" else st.success)(plain(message))
-        from app import export_section
+        from app.sections import export as export_section
 
         export_section.render(state.current_run(), key_prefix="tools")
 
 
 def render_without_model(status: str, message: str | None) -> None:
     """The page while the model is preparing ("loading") or cannot load ("failed"): a recording replays."""
-    from app import after_run, figures, lesson, model_gate, presenter
-    from app.live_section import live_view
+    from app.components import figures, lesson
+    from app.sections import after_run, model_gate, presenter
+    from app.sections.live_view import live_view
 
     ensure_something_on_screen()
     model_banner(status, message or "")

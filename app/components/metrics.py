@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.context import RunContext
-from app.figures import esc, fmt_bytes, position_tokens, prediction_error_pct
+from app.components.figures import esc, fmt_bytes, position_tokens, prediction_error_pct
+from app.services.context import RunContext
 from core.trace import Event
 
 

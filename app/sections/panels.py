@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import lesson, panel_figures, state
-from app.model_service import cached_ceilings, get_queue
+from app import state
+from app.components import lesson, panel_figures
+from app.services.model import cached_ceilings, get_queue
 
 POLL_S = 1.0  # a fragment pass costs the server CPU the measurement needs; a second is plenty
 
@@ -64,7 +65,7 @@ def batching_panel(loaded: Any) -> None:
 def _compare_prompt(loaded: Any) -> tuple[list[int] | None, str]:
     """The prompt the comparison runs: the one in the prompt box (through the chat template when it is
     on), so it works before any Generate; (None, why) when the box is empty or the prompt too long."""
-    from app.controls import MAX_PROMPT_TOKENS
+    from app.sections.inputs import MAX_PROMPT_TOKENS
     from core.runner import encode_prompt
 
     text = str(state.get(state.PROMPT) or "")
@@ -77,7 +78,7 @@ def _compare_prompt(loaded: Any) -> tuple[list[int] | None, str]:
 
 
 def _compare_body(loaded: Any) -> None:
-    from app.panel_jobs import COMPARE_DEFAULT_TOKENS, CompareJob
+    from app.services.experiments import COMPARE_DEFAULT_TOKENS, CompareJob
 
     st.markdown("### Cache on or off: why the cache exists, and what its growth costs")
     job = state.job(state.COMPARE)
@@ -119,7 +120,7 @@ def _compare_body(loaded: Any) -> None:
 
 
 def _batching_body(loaded: Any) -> None:
-    from app.panel_jobs import BATCH_SIZES, BATCH_STEPS, BatchJob
+    from app.services.experiments import BATCH_SIZES, BATCH_STEPS, BatchJob
 
     st.markdown("### Batching: one decode step, many sequences")
     job = state.job(state.BATCHING)

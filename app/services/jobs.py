@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from app.process_memory import trim
+from app.services.process_memory import trim
 
 ABANDON_AFTER_S = 30.0
 _ids = itertools.count(1)

@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app import palette as pal
+from app.components import palette as pal
 
 MODE_STYLE = {"dynamic": (pal.BLUE, "solid", "cache on, dynamic (grows as it goes)"),
               "static": (pal.GREEN, "dot", "cache on, static (allocated up front)"),

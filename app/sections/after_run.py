@@ -11,7 +11,8 @@ from typing import Any
 
 import streamlit as st
 
-from app import figures, lesson, state
+from app import state
+from app.components import figures, lesson
 
 
 def render_answer(run: Any) -> None:
@@ -26,7 +27,7 @@ def render_answer(run: Any) -> None:
             f"(measured) · cache: {run.settings.cache} · weights: {run.loaded.info.weights_source}")
     st.session_state["last_info"] = info
     st.caption(info)
-    from app import export_section
+    from app.sections import export as export_section
 
     export_section.render(run, key_prefix="answer")
 

@@ -20,20 +20,22 @@ PAGE_CSS = """
 
 def render() -> None:
     state.begin_full_pass()
-    from app import share_links  # issue 6: a link's values go into the widgets before any is drawn
+    from app.sections import share_links  # issue 6: a link's values go into the widgets before any is drawn
 
     share_links.apply_link_once()
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title("Prefill & Decode Lab")
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
                "Every number is either **measured** on this run or **computed** by the cost model, and says so.")
-    from app import lesson, presenter  # after the title: pulls in plotly
+    from app.components import lesson
+    from app.sections import presenter  # after the title: pulls in plotly
 
     presenter.render_header()
     share_links.show_notices()
     if not presenter.active():
         st.markdown(lesson.text("intro"))
-    from app import model_gate, replay_section
+    from app.sections import model_gate
+    from app.sections import recordings as replay_section
 
     # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
     status, loaded = model_gate.model_state()
@@ -41,14 +43,14 @@ def render() -> None:
         replay_section.render_without_model(status, loaded)
         share_links.sync_url()
         return
-    from app.model_service import start_calibration
+    from app.services.model import start_calibration
 
     start_calibration(loaded)
     _inputs(loaded)
     replay_section.render_tools(loaded)
     presenter.render_tour(True)
     replay_section.replay_banner(state.current_run())
-    from app.live_section import live_view
+    from app.sections.live_view import live_view
 
     st.divider()
     live_view(loaded.config)
@@ -57,13 +59,14 @@ def render() -> None:
 
 
 def _inputs(loaded) -> None:
-    from app import controls
+    from app.sections import inputs as controls
 
     controls.render_inputs(loaded)
 
 
 def _after_run(loaded) -> None:
-    from app import after_run, lesson, panels, presenter
+    from app.components import lesson
+    from app.sections import after_run, panels, presenter
 
     if presenter.active():  # minimal chrome: only what the current tour step needs
         presenter.render_section(loaded)
@@ -88,7 +91,7 @@ def _after_run(loaded) -> None:
 
 def _model_context(loaded):
     """A figure context with no prompt: enough for the formulas and the crossover chart before a run."""
-    from app.context import build_context
-    from app.model_service import cached_ceilings
+    from app.services.context import build_context
+    from app.services.model import cached_ceilings
 
     return build_context(loaded, [], 1, 1, "dynamic", cached_ceilings())

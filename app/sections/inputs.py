@@ -80,8 +80,8 @@ def _use_example() -> None:
 
 def on_generate(loaded: Any) -> None:
     """Button callback: runs before the script, so Stop is already enabled when the page redraws."""
-    from app.model_service import get_queue
-    from app.runs import GenerationRun
+    from app.services.model import get_queue
+    from app.services.runs import GenerationRun
 
     prepared = prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
     if isinstance(prepared, str):

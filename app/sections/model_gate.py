@@ -34,7 +34,7 @@ class ModelLoader:
 
     def _main(self) -> None:
         try:
-            from app.model_service import get_model
+            from app.services.model import get_model
 
             self.loaded = get_model()
         except Exception as exc:  # shown on the page as a banner, never a traceback

@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any
 
-from app.context import RunContext, build_context
-from app.jobs import Job, RunQueue
-from app.model_service import get_ceilings, make_annotator
+from app.services.context import RunContext, build_context
+from app.services.jobs import Job, RunQueue
+from app.services.model import get_ceilings, make_annotator
 from core.runner import GenerationSettings, run
 from core.trace import Event, Trace
 

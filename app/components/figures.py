@@ -15,9 +15,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from app import palette as pal
-from app.context import RunContext
-from app.patches import Patch, apply_patch
+from app.components import palette as pal
+from app.components.patches import Patch, apply_patch
+from app.services.context import RunContext
 from core.trace import Event
 
 MB = 1e6

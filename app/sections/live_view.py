@@ -14,7 +14,9 @@ from typing import Any
 
 import streamlit as st
 
-from app import lesson, live, metrics, state
+from app import state
+from app.components import lesson, metrics
+from app.components import live_component as live
 
 TEXT_REFRESH_S = 2.0
 POLL_S = 1.0  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)

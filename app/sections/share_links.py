@@ -55,7 +55,7 @@ def apply_link_once() -> None:
     if RECOVERED_KEY in raw:
         notices.insert(0, RECOVERED_NOTICE)
     if view.page == "replay" or trace:
-        from app import replay_section
+        from app.sections import recordings as replay_section
 
         replay_section.play_bundled(trace)
     st.session_state[NOTICES] = notices
@@ -65,7 +65,7 @@ def _bundled_from(raw: dict[str, list[str]], notices: list[str]) -> str | None:
     values = raw.get(TRACE_KEY) or []
     if not values:
         return None
-    from app import replay
+    from app.services import replay
 
     name = values[-1].strip().lower()
     if _TRACE_NAME.fullmatch(name) and name in replay.bundled_names():
@@ -77,7 +77,7 @@ def _bundled_from(raw: dict[str, list[str]], notices: list[str]) -> str | None:
 
 def show_notices() -> None:
     """The link's problems, each as plain text (core.share never quotes unsafe values)."""
-    from app.replay_section import plain
+    from app.sections.recordings import plain
 
     for notice in st.session_state.get(NOTICES) or []:
         st.info(plain(notice), icon=":material/link:")

@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from app.context import Ceilings
-from app.jobs import Job, RunQueue
+from app.services.context import Ceilings
+from app.services.jobs import Job, RunQueue
 
 _ceilings_lock = threading.Lock()
 _ceilings: Ceilings | None = None

@@ -15,8 +15,8 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from app.jobs import Job, RunQueue
-from app.model_service import make_annotator
+from app.services.jobs import Job, RunQueue
+from app.services.model import make_annotator
 from core.runner import NO_CACHE_MAX_NEW_TOKENS, GenerationSettings, encode_prompt, run
 
 BATCH_SIZES = (1, 2, 4, 8, 16)

@@ -16,11 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from app.context import Ceilings, RunContext
-from app.jobs import _ids
+from app.services.context import Ceilings, RunContext
+from app.services.jobs import _ids
 from core.trace import Trace, bundled_traces, load_trace_file
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 DEFAULT_BUNDLED = "sky-blue"  # the page's default prompt and settings
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
 
@@ -83,7 +83,7 @@ def context_from_trace(trace: Trace, tokenizer: Any = None) -> RunContext:
     if trace.prompt_tokens is not None:
         texts = list(trace.prompt_tokens)
     elif tokenizer is not None:
-        from app.context import token_label
+        from app.services.context import token_label
 
         texts = [token_label(tokenizer, i) for i in ids]
     else:
