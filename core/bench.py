@@ -102,7 +102,7 @@ def overhead_ratio(loaded, pairs: int = 5, new_tokens: int = 64) -> dict[str, An
     prompt = "Write a short story about a lighthouse keeper who finds a message in a bottle."
     ids = encode_prompt(loaded, prompt, chat=True)
     settings = GenerationSettings(max_new_tokens=new_tokens, chat=True, stop_on_eos=False)
-    annotate = default_annotator(loaded)
+    annotate = default_annotator(loaded, measure=True)
     input_ids = torch.tensor([ids])
 
     def runner_s() -> float:
@@ -184,12 +184,12 @@ def decode_bandwidth_fraction(rows: list[dict], bandwidth: float) -> float:
 
 
 def bench_latency(loaded) -> dict[str, float]:
+    from core import perf
     from core.runner import GenerationSettings, generate_trace
 
     trace = generate_trace(loaded, "What is the capital of France? Answer in one sentence.",
                            GenerationSettings(max_new_tokens=32, chat=True, stop_on_eos=False))
-    decode = [e.latency_ms for e in trace.events[1:]]
-    return {"ttft_ms": round(trace.events[0].latency_ms, 2), "tpot_ms": round(statistics.median(decode), 2),
+    return {"ttft_ms": round(perf.ttft_ms(trace.events), 2), "tpot_ms": round(perf.tpot_ms(trace.events), 2),
             "prompt_tokens": len(trace.prompt_token_ids)}
 
 

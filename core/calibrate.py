@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from core import settings
-from core.hardware import HOST, HardwareSpec, normalize_dtype
+from core.hardware import HOST, HardwareSpec, load_hardware, normalize_dtype
 
 # Bump when a benchmark changes meaning: old cache entries then stop matching the fingerprint.
 CALIBRATION_VERSION = 1
@@ -430,8 +430,40 @@ def calibrate(force: bool = False, quick: bool = False) -> Calibration:
 
 
 def load_or_calibrate(force: bool = False, quick: bool = False) -> Calibration:
-    """What the app and predictor call: cached numbers, measured on first use (a few seconds)."""
+    """Cached numbers, measured on first use (a few seconds): for callers allowed to measure."""
     return calibrate(force=force, quick=quick)
+
+
+class HostNotCalibrated(ValueError):
+    """"host" was asked for where measuring is not allowed, and this machine has no cached calibration."""
+
+
+def host_calibration(measure: bool = False) -> Calibration:
+    """This machine's calibration from the on-disk cache; measured (and cached) only if `measure`.
+
+    Measuring takes seconds of both cores and must not run beside a generation, so only callers
+    that own the machine for a while (the CLI, a queued job, the benchmark) pass measure=True.
+    Without it a quick cached result is accepted; with it a full one is required, as calibrate() does.
+    """
+    if measure:
+        return load_or_calibrate()
+    cal = load_cached()
+    if cal is None:
+        raise HostNotCalibrated("this machine has no calibration yet: run `python -m core calibrate` "
+                                "(a few seconds), or ask for it where measuring is allowed (measure=True)")
+    return cal
+
+
+def resolve_hardware(name: str, measure: bool = False) -> HardwareSpec:
+    """The one lookup of a hardware name: a vendor preset, or "host" (this machine, calibrated).
+
+    It lives here, above core.hardware, because only "host" needs the calibration (and torch):
+    presets stay plain JSON reads that never measure. For "host" the cached calibration is used;
+    without one, HostNotCalibrated unless `measure` allows measuring now (see host_calibration).
+    """
+    if name == HOST:
+        return host_spec(host_calibration(measure))
+    return load_hardware(name)
 
 
 # ----------------------------------------------------------------------------- helpers for consumers

@@ -46,11 +46,12 @@ def cmd_generate(args) -> int:
         top_p=args.top_p, seed=args.seed, chat=args.chat, cache=args.cache, batch=args.batch,
         stop_on_eos=not args.ignore_eos, record_kv_norms=not args.no_kv_norms).validated()
     loaded = _load(args)
+    from core import perf
     from core.predictor import host_predictor, make_annotator
     from core.spec import spec_from_config
 
     spec = spec_from_config(loaded.config)
-    predictor = host_predictor(spec, loaded.info.dtype)
+    predictor = host_predictor(spec, loaded.info.dtype, measure=True)  # the CLI owns the machine
     annotate = make_annotator(spec, predictor, predictor.dtype)
     if args.json:
         trace = generate_trace(loaded, args.prompt, settings, annotate=annotate)
@@ -62,9 +63,8 @@ def cmd_generate(args) -> int:
 
         trace = generate_trace(loaded, args.prompt, settings, annotate=annotate, on_event=show)
         print()
-        ttft = trace.events[0].latency_ms
-        decode = [e.latency_ms for e in trace.events[1:]]
-        tpot = f"{sum(decode) / len(decode):.1f} ms" if decode else "n/a"
+        ttft, tpot_ms = perf.ttft_ms(trace.events) or 0.0, perf.tpot_ms(trace.events)
+        tpot = f"{tpot_ms:.1f} ms" if tpot_ms is not None else "n/a"
         print(f"[{loaded.info.id} · {loaded.info.weights_source} · {len(trace.prompt_token_ids)} prompt "
               f"tokens · TTFT {ttft:.1f} ms · TPOT {tpot} · stop: {trace.stop_reason}]", file=sys.stderr)
     return 0
@@ -92,8 +92,9 @@ def cmd_estimate(args) -> int:
 
     from core.estimate import estimate_run
 
+    # --hardware host calibrates this machine on first use, as `calibrate` would: the CLI owns it.
     result = estimate_run(args.model, args.hardware, args.prompt_len, args.gen_len, args.batch,
-                          args.dtype, args.kv_dtype)
+                          args.dtype, args.kv_dtype, measure=True)
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
 

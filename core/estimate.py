@@ -15,7 +15,8 @@ from core.spec import load_model_preset
 
 
 def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch: int = 1,
-                 dtype: str = "bf16", kv_dtype: str | None = None) -> dict[str, Any]:
+                 dtype: str = "bf16", kv_dtype: str | None = None, measure: bool = False) -> dict[str, Any]:
+    """The whole generation's cost and predicted time; `measure` lets "host" be calibrated now."""
     if prompt_len < 1 or gen_len < 1 or batch < 1:
         raise ValueError("--prompt-len, --gen-len and --batch must be at least 1")
     spec = load_model_preset(model)
@@ -25,7 +26,7 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     w_dt = normalize_dtype(dtype)
     kv_dt = normalize_dtype(kv_dtype) if kv_dtype else default_companion_dtype(w_dt)
     result = estimate(spec, prompt_len, gen_len, batch, w_dt, kv_dt)
-    pred = predictor_for(spec, hardware, w_dt)
+    pred = predictor_for(spec, hardware, w_dt, measure=measure)
     kwargs = {"weight_dtype": w_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1}
     prefill_cost = forward_cost(spec, prompt_len, 0, batch, **kwargs)
     result["prefill"]["time_s"] = pred.predict_s(prefill_cost, "prefill")

@@ -14,6 +14,7 @@ import re
 import unicodedata
 from typing import Any
 
+from core.perf import prediction_error_pct
 from core.trace import Event, Trace
 
 COLUMNS = (
@@ -50,9 +51,7 @@ def _number(value: Any) -> str:
 def _row(event: Event) -> list[str]:
     cost = event.cost or {}
     flops, byte_parts = cost.get("flops") or {}, cost.get("bytes") or {}
-    error = None
-    if event.predicted_ms is not None and event.latency_ms > 0:
-        error = round((event.predicted_ms - event.latency_ms) / event.latency_ms * 100.0, 2)
+    error = prediction_error_pct(event.predicted_ms, event.latency_ms)
     values: list[Any] = [
         event.step, event.phase, event.positions[0], event.positions[1], event.n_new, event.token_id,
         None, event.latency_ms, event.predicted_ms, error, event.kv_seq_len, event.kv_bytes,

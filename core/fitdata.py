@@ -22,11 +22,6 @@ def load_split() -> dict:
     return json.loads(SPLIT_PATH.read_text())
 
 
-def measure_split(loaded, part: str, warmup: bool = True, repeats: int = 3) -> list[dict]:
-    """Measure one part of the split (see measure_splits for both, interleaved)."""
-    return measure_splits(loaded, (part,), warmup, repeats)[part]
-
-
 def measure_splits(loaded, parts: tuple[str, ...] = ("train", "test"), warmup: bool = True,
                    repeats: int = 3) -> dict[str, list[dict]]:
     """Run every prompt of the given parts; one row per forward with its cost.
@@ -82,15 +77,16 @@ def ensure_fitted(loaded, repeats: int = 1, force: bool = False) -> Predictor:
 
     The unfitted roofline uses microbenchmark ceilings, which can miss a real model's forward by a
     third on a CPU; a fit on one pass of the train split (about 10 s here) brings it to ~10%.
+    It runs the model, so it may as well calibrate the machine first when no calibration is cached.
     """
     from core import predictor as predictor_mod
 
     spec = spec_from_config(loaded.config)
     if not force:
-        fitted = predictor_mod.host_predictor(spec, loaded.info.dtype)
+        fitted = predictor_mod.host_predictor(spec, loaded.info.dtype, measure=True)
         if fitted.fitted:
             return fitted
-    base = predictor_mod.host_predictor(spec, loaded.info.dtype, use_fit=False)
+    base = predictor_mod.host_predictor(spec, loaded.info.dtype, use_fit=False, measure=True)
     rows = measure_splits(loaded, ("train",), repeats=repeats)["train"]
     fitted = predictor_mod.fit(base, samples(rows), label=f"train split, {repeats} pass(es)")
     predictor_mod.save_fit(fitted, spec)

@@ -1,4 +1,4 @@
-"""Hardware specs for the roofline views: vendor presets from JSON, plus this machine, calibrated.
+"""Hardware specs for the roofline views: vendor presets from JSON (this machine lives in core.calibrate).
 
 Presets are data (assets/hardware/<name>.json) rather than code so a figure can be checked against
 its cited datasheet, and corrected, without reading Python. All peaks are DENSE (no structured
@@ -17,7 +17,6 @@ from core.dtypes import normalize_dtype
 HOST = "host"
 # Dtypes with a peak rate in the presets (int4 has no matmul path of its own on this hardware).
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
-
 
 
 def assets_dir() -> Path:
@@ -67,7 +66,7 @@ def _preset_names() -> list[str]:
 
 
 def list_presets() -> list[str]:
-    """Vendor presets (sorted) followed by "host", this machine calibrated."""
+    """Vendor presets (sorted) followed by "host", this machine calibrated (core.calibrate.resolve_hardware)."""
     return [*_preset_names(), HOST]
 
 
@@ -87,17 +86,19 @@ def spec_from_dict(data: dict[str, Any], measured: bool = False) -> HardwareSpec
 
 
 def load_hardware(name: str) -> HardwareSpec:
-    """A preset by name; "host" is this machine, calibrated (measured once, then read from the cache).
+    """A vendor preset by name, read from its JSON; never measures anything.
 
+    "host" is not a file but this machine, calibrated: core.calibrate.resolve_hardware answers it
+    (and every name), so a plain preset lookup can never start a calibration or import torch.
     Only names from list_presets() are accepted, never paths: the name may come from a page reader.
     """
-    if name == HOST:
-        from core import calibrate  # late: calibrate imports this module, and pulls in torch
-
-        return calibrate.host_spec(calibrate.load_or_calibrate())
     names = _preset_names()
+    if name == HOST:
+        raise ValueError(f"{HOST!r} is this machine, calibrated, not a preset: use "
+                         "core.calibrate.resolve_hardware('host')")
     if name not in names:
-        raise ValueError(f"unknown hardware {name!r}; valid names: {', '.join([*names, HOST])}")
+        raise ValueError(f"unknown hardware {name!r}; valid names: {', '.join(names)}, and {HOST!r} "
+                         "(this machine, through core.calibrate.resolve_hardware)")
     with open(assets_dir() / f"{name}.json", encoding="utf-8") as f:
         return spec_from_dict(json.load(f))
 

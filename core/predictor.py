@@ -92,14 +92,18 @@ def _peak_for(hardware: HardwareSpec, dtype: str) -> float:
         return hardware.peak("bf16")
 
 
-def host_predictor(spec: ModelSpec, dtype: str = "fp32", calibration=None, use_fit: bool = True) -> Predictor:
-    """The predictor for this machine, from its calibration (and a saved fit, when one matches)."""
+def host_predictor(spec: ModelSpec, dtype: str = "fp32", calibration=None, use_fit: bool = True,
+                   measure: bool = False) -> Predictor:
+    """The predictor for this machine, from its calibration (and a saved fit, when one matches).
+
+    Without `calibration`, the cached one is used; `measure=True` lets a missing one be measured now
+    (core.calibrate.HostNotCalibrated otherwise).
+    """
     from core import calibrate
-    from core.hardware import load_hardware
 
     dtype = normalize_dtype(dtype)
-    cal = calibration or calibrate.load_or_calibrate()
-    hardware = calibrate.host_spec(cal) if calibration is not None else load_hardware("host")
+    cal = calibration if calibration is not None else calibrate.host_calibration(measure)
+    hardware = calibrate.host_spec(cal)
     predictor = Predictor(
         hardware=hardware, n_layers=spec.n_layers, dtype=dtype,
         overhead_s=calibrate.overhead_s(cal, spec.n_layers, dtype),
@@ -141,11 +145,12 @@ def preset_predictor(spec: ModelSpec, hardware: HardwareSpec, dtype: str = "bf16
         fit_info={"assumptions": dict(a)})
 
 
-def predictor_for(spec: ModelSpec, hardware_name: str, dtype: str) -> Predictor:
-    from core.hardware import load_hardware
+def predictor_for(spec: ModelSpec, hardware_name: str, dtype: str, measure: bool = False) -> Predictor:
+    """The predictor for a hardware name; "host" may be measured now only when `measure` allows it."""
+    from core.hardware import HOST, load_hardware
 
-    if hardware_name == "host":
-        return host_predictor(spec, dtype)
+    if hardware_name == HOST:
+        return host_predictor(spec, dtype, measure=measure)
     return preset_predictor(spec, load_hardware(hardware_name), dtype)
 
 
@@ -257,13 +262,14 @@ def make_annotator(spec: ModelSpec, predictor: Predictor | None, dtype: str) -> 
     return annotate
 
 
-def default_annotator(loaded, predictor: Predictor | None = None) -> Callable:
+def default_annotator(loaded, predictor: Predictor | None = None, measure: bool = False) -> Callable:
     """Cost and predicted time for every event of a run of `loaded` on this machine (the batch and
-    cache length come with each event, so one annotator serves any settings)."""
+    cache length come with each event, so one annotator serves any settings). Without `predictor`,
+    this machine's calibration is used, measured now only if `measure` allows it."""
     from core.spec import spec_from_config
 
     spec = spec_from_config(loaded.config)
     dtype = normalize_dtype(loaded.info.dtype)
     if predictor is None:
-        predictor = host_predictor(spec, dtype)
+        predictor = host_predictor(spec, dtype, measure=measure)
     return make_annotator(spec, predictor, dtype)

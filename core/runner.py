@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from core.model import LoadedModel
-from core.trace import Event, Trace
+from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
 CACHE_MODES = ("dynamic", "static", "none")
 NO_CACHE_MAX_NEW_TOKENS = 32  # without a cache every step recomputes the whole sequence: quadratic
@@ -281,11 +281,11 @@ def generate_trace(loaded: LoadedModel, prompt: str, settings: GenerationSetting
     last = trace.events[-1] if trace.events else None
     eos = _eos_ids(loaded)
     if last is not None and settings.stop_on_eos and last.token_id in eos:
-        trace.stop_reason = "eos"
+        trace.stop_reason = STOP_EOS
     elif len(trace.events) >= settings.max_new_tokens:
-        trace.stop_reason = "max_new_tokens"
+        trace.stop_reason = STOP_MAX_NEW_TOKENS
     else:
-        trace.stop_reason = "cancelled"
+        trace.stop_reason = STOP_STOPPED
     # What was shown, token by token; equal to decoding the ids unless a cancel cut a character.
     trace.generated_text = "".join(e.token_text for e in trace.events)
     return trace

@@ -87,3 +87,57 @@ def model_dtype() -> str:
 
 def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
+
+
+# --- public limits -----------------------------------------------------------------------------
+# Two different prompt limits, each with one home. The prompt box takes a long paste (the token cap
+# below is what really bounds a run); a share link carries less, because the whole prompt travels in
+# the URL and browsers and proxies truncate long ones.
+PROMPT_BOX_MAX_CHARS = 8000
+LINK_PROMPT_MAX_CHARS = 4000
+PUBLIC_MAX_NEW_TOKENS = 256  # the most new tokens a page run, or a shared link, may ask for
+
+
+def env_int(name: str, default: int, low: int, high: int) -> int:
+    """An integer setting from the environment, clamped to [low, high]; `default` if unset or not a number."""
+    try:
+        return min(high, max(low, int(os.environ.get(name, default))))
+    except ValueError:
+        return default
+
+
+def max_prompt_tokens() -> int:
+    """Longest prompt a page run takes (PDLAB_MAX_PROMPT_TOKENS, 16..8192, default 1024): it keeps
+    the live cache grid readable and the prefill under a few seconds."""
+    return env_int("PDLAB_MAX_PROMPT_TOKENS", 1024, 16, 8192)
+
+
+def max_new_tokens() -> int:
+    """Most new tokens a page run makes (PDLAB_MAX_NEW_TOKENS, 1..PUBLIC_MAX_NEW_TOKENS, default that)."""
+    return env_int("PDLAB_MAX_NEW_TOKENS", PUBLIC_MAX_NEW_TOKENS, 1, PUBLIC_MAX_NEW_TOKENS)
+
+
+def runs_per_minute() -> int:
+    """Runs a reader may start per minute (PDLAB_RUNS_PER_MINUTE, at least 1, default 20): one shared
+    model serves everyone, so one impatient tab must not starve the others."""
+    try:
+        return max(1, int(os.environ.get("PDLAB_RUNS_PER_MINUTE", "20")))
+    except ValueError:
+        return 20
+
+
+# --- switches for tests and benchmarks -----------------------------------------------------------
+
+def bench_log() -> bool:
+    """PDLAB_BENCH_LOG set: a page run prints its wall-clock decode rate for app.devtools.bench."""
+    return bool(os.environ.get("PDLAB_BENCH_LOG"))
+
+
+def force_replay_wait() -> bool:
+    """PDLAB_FORCE_REPLAY_WAIT set: the page acts as if the model needed preparing (tests of the wait)."""
+    return bool(os.environ.get("PDLAB_FORCE_REPLAY_WAIT"))
+
+
+def chromium_path() -> str:
+    """The Chromium the browser benchmarks drive (PDLAB_CHROMIUM, default /usr/bin/chromium)."""
+    return os.environ.get("PDLAB_CHROMIUM", "/usr/bin/chromium")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from core.runner import CACHE_MODES, GenerationSettings, SettingsError
+from core.settings import LINK_PROMPT_MAX_CHARS, PUBLIC_MAX_NEW_TOKENS
 
 # Sections a link can open. "live" is the main run view; "compare" the cache on/off comparison;
 # "batching" the batch sweep; "replay" a loaded or bundled trace played without the model.
@@ -25,8 +26,7 @@ DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
 
 # Public caps: what the page's widgets accept, tighter than the engine's own limits
 # (GenerationSettings.validated()), because a value past a widget's range breaks that widget.
-MAX_PROMPT_CHARS = 4000
-PUBLIC_MAX_NEW_TOKENS = 256
+# The prompt and new-token caps live in core.settings, beside the page's own limits.
 PUBLIC_MAX_TEMPERATURE = 2.0
 PUBLIC_MAX_TOP_K = 1000
 PUBLIC_MAX_SEED = 2**31 - 1
@@ -118,8 +118,8 @@ def _parse_float(key: str, raw: str, high: float, above_zero: bool = False) -> f
 
 
 def _parse_prompt(raw: str) -> str:
-    if len(raw) > MAX_PROMPT_CHARS:
-        raise _Bad(f"it is {len(raw):,} characters, over the {MAX_PROMPT_CHARS:,} a link may carry")
+    if len(raw) > LINK_PROMPT_MAX_CHARS:
+        raise _Bad(f"it is {len(raw):,} characters, over the {LINK_PROMPT_MAX_CHARS:,} a link may carry")
     if not raw.strip():
         raise _Bad("it is empty")
     if _BAD_CHARS.search(raw):

@@ -12,9 +12,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core import perf
+
 TRACE_VERSION = 1
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 PHASES = ("prefill", "decode")
+# Why a run ended, the same words from the CLI and the page: the end-of-text token, the token limit,
+# or a stop asked for (the page's Stop button, a cancelled CLI run).
+STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED = "eos", "max_new_tokens", "stopped"
+STOP_REASONS = (STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED)
+# Words older traces used for the same reasons: read as today's, so saved files keep loading alike.
+_OLD_STOP_REASONS = {"cancelled": STOP_STOPPED}
 # Traces recorded from the embedded model by scripts/record_traces.py, shown when the model is not ready.
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "assets" / "traces"
 
@@ -92,13 +100,10 @@ class Trace:
 
     def summary(self) -> dict[str, Any]:
         """The headline figures of a run, for a trace picker or a caption (None where not recorded)."""
-        decode = [e.latency_ms for e in self.events if e.phase == "decode"]
-        prefill = next((e for e in self.events if e.phase == "prefill"), None)
         return {
             "model": self.model.get("id"), "weights_source": self.model.get("weights_source"),
             "prompt_tokens": len(self.prompt_token_ids), "generated_tokens": len(self.events),
-            "ttft_ms": prefill.latency_ms if prefill else None,
-            "tpot_ms": sum(decode) / len(decode) if decode else None,
+            "ttft_ms": perf.ttft_ms(self.events), "tpot_ms": perf.tpot_ms(self.events),
             "stop_reason": self.stop_reason,
             "hardware": (self.hardware or {}).get("hardware"),
         }
@@ -170,11 +175,18 @@ def _parse(data: Any) -> Trace:
     return Trace(
         model=data["model"], settings=data["settings"], prompt_token_ids=data["prompt_token_ids"],
         events=events, generated_text=str(data.get("generated_text", "")),
-        prompt_text=str(data.get("prompt_text", "")), stop_reason=data.get("stop_reason"),
+        prompt_text=str(data.get("prompt_text", "")), stop_reason=_stop_reason(data.get("stop_reason")),
         hardware=data.get("hardware") if isinstance(data.get("hardware"), dict) else None,
         environment=data.get("environment") if isinstance(data.get("environment"), dict) else None,
         prompt_tokens=_prompt_tokens(data.get("prompt_tokens"), len(data["prompt_token_ids"])),
     )
+
+
+def _stop_reason(value: Any) -> str | None:
+    """The recorded stop reason in today's words (an old trace's "cancelled" is "stopped")."""
+    if not isinstance(value, str):
+        return None
+    return _OLD_STOP_REASONS.get(value, value)
 
 
 def _prompt_tokens(value: Any, n: int) -> list[str] | None:

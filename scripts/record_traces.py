@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     from core.spec import spec_from_config
 
     loaded = load_embedded(allow_download=False)
-    predictor = host_predictor(spec_from_config(loaded.config), normalize_dtype(loaded.info.dtype))
+    predictor = host_predictor(spec_from_config(loaded.config), normalize_dtype(loaded.info.dtype),
+                               measure=True)
     if not predictor.fitted:
         print("warning: the predictor is not fitted on this machine (run `python -m core calibrate` first); "
               "predicted times will be the unfitted roofline sum", file=sys.stderr)

@@ -175,7 +175,8 @@ def test_host_preset_uses_cached_calibration(cache_dir, monkeypatch, quick_cal):
         raise AssertionError("host spec must come from the cache here")
 
     monkeypatch.setattr(calibrate, "measure", boom)
-    spec = hardware.load_hardware("host")
+    assert calibrate.resolve_hardware("host", measure=True) == calibrate.resolve_hardware("host")
+    spec = calibrate.resolve_hardware("host")
     assert spec.measured and spec.name == "host"
     assert spec.label == "This machine (calibrated)"
     assert spec.bandwidth_bytes_per_s == full.bandwidth_gemv_bytes_per_s
@@ -186,3 +187,20 @@ def test_host_preset_uses_cached_calibration(cache_dir, monkeypatch, quick_cal):
     assert spec.variant and spec.source
     assert hardware.ridge(spec, "fp32") == pytest.approx(
         full.matmul_flops_per_s["fp32"] / full.bandwidth_gemv_bytes_per_s)
+
+
+def test_host_without_a_cached_calibration_refuses_unless_measuring_is_allowed(cache_dir, counting_measure):
+    with pytest.raises(calibrate.HostNotCalibrated, match="python -m core calibrate"):
+        calibrate.resolve_hardware("host")
+    assert counting_measure == []  # refused, never measured
+    spec = calibrate.resolve_hardware("host", measure=True)
+    assert counting_measure == [False] and spec.measured
+    assert calibrate.resolve_hardware("host") == spec  # now cached: answered without measuring
+    assert counting_measure == [False]
+
+
+def test_resolve_hardware_passes_presets_through(counting_measure):
+    assert calibrate.resolve_hardware("l4") == hardware.load_hardware("l4")
+    with pytest.raises(ValueError, match="unknown hardware"):
+        calibrate.resolve_hardware("no-such-gpu", measure=True)
+    assert counting_measure == []

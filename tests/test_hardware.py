@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +89,35 @@ def test_spec_is_frozen_and_serialisable():
         spec.bandwidth_bytes_per_s = 1.0  # type: ignore[misc]
     data = spec.to_dict()
     assert json.loads(json.dumps(data))["peak_flops"]["bf16"] == spec.peak_flops["bf16"]
+
+
+def test_host_is_not_a_preset_and_the_error_says_where_it_lives():
+    with pytest.raises(ValueError, match="resolve_hardware"):
+        load_hardware("host")
+
+
+def test_hardware_module_never_imports_calibrate():
+    # Inside functions too: a preset lookup must never be able to start a measurement.
+    tree = ast.parse(Path(hardware.__file__).read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    assert not {n for n in names if "calibrate" in n or n.split(".")[0] == "torch"}
+
+
+def test_preset_lookups_never_import_calibrate_or_torch():
+    code = ("import json, sys\n"
+            "from core.hardware import list_presets, load_hardware\n"
+            "names = list_presets()\n"
+            "specs = [load_hardware(n) for n in names if n != 'host']\n"
+            "print(json.dumps({'host_listed': 'host' in names, 'loaded': len(specs),\n"
+            "                  'calibrate': 'core.calibrate' in sys.modules,\n"
+            "                  'torch': 'torch' in sys.modules}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         check=True, cwd=Path(hardware.__file__).resolve().parent.parent)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"host_listed": True, "loaded": len(VENDOR), "calibrate": False, "torch": False}

@@ -117,7 +117,7 @@ def test_cancel_between_forwards(tiny_model):
 
     trace = generate_trace(tiny_model, "cancel", _settings(max_new_tokens=50), should_stop=should_stop)
     assert len(trace.events) == 4
-    assert trace.stop_reason == "cancelled"
+    assert trace.stop_reason == "stopped"  # the page's word too (core.trace.STOP_REASONS)
 
 
 def test_batch_repeats_the_prompt(tiny_model):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from core.runner import GenerationSettings
+from core.settings import LINK_PROMPT_MAX_CHARS
 from core.share import (
     DEFAULT_PROMPT,
     DEFAULTS,
-    MAX_PROMPT_CHARS,
     PAGES,
     PUBLIC_MAX_NEW_TOKENS,
     PUBLIC_MAX_SEED,
@@ -37,7 +37,7 @@ ROUND_TRIPS = [
     ViewParams(prompt="What is the capital of France?"),
     ViewParams(prompt="héllo 🙂 — 東京\nsecond line\twith a tab", page="replay"),
     ViewParams(prompt="Is 3 < 4 & 5 > 2? 100% \"quoted\" 'single' #hash ?q=1&x=2 /path"),
-    ViewParams(prompt="x" * MAX_PROMPT_CHARS),
+    ViewParams(prompt="x" * LINK_PROMPT_MAX_CHARS),
     ViewParams(temperature=0.7, top_k=40, top_p=0.95, seed=1234),
     ViewParams(temperature=PUBLIC_MAX_TEMPERATURE, top_k=PUBLIC_MAX_TOP_K, seed=PUBLIC_MAX_SEED),
     ViewParams(temperature=1e-05, top_p=1e-3),
@@ -104,7 +104,7 @@ def test_links_are_short_only_non_defaults_are_written():
     ("page", "../../etc/passwd", "not one of"),
     ("prompt", "", "empty"),
     ("prompt", "   \n ", "empty"),
-    ("prompt", "x" * (MAX_PROMPT_CHARS + 1), "over the"),
+    ("prompt", "x" * (LINK_PROMPT_MAX_CHARS + 1), "over the"),
     ("prompt", "a" * 1_000_000, "over the"),
     ("prompt", "hello\x00world", "control characters"),
     ("prompt", "bell\x07", "control characters"),
@@ -190,5 +190,5 @@ def test_every_accepted_view_is_runnable():
 
 
 def test_link_notices_say_what_a_link_cannot_carry():
-    assert link_notices(ViewParams(prompt="y" * (MAX_PROMPT_CHARS + 1)))
+    assert link_notices(ViewParams(prompt="y" * (LINK_PROMPT_MAX_CHARS + 1)))
     assert link_notices(ViewParams(prompt="ok")) == []

@@ -56,3 +56,17 @@ def test_truncated_and_oversized_files(trace):
         Trace.from_json(" " * (MAX_TRACE_BYTES + 1))
     with pytest.raises(TraceError):
         Trace.from_json("[1, 2]")
+
+
+def test_stop_reasons_are_one_vocabulary_and_old_words_still_load(trace):
+    from core.trace import STOP_REASONS, bundled_traces
+
+    assert STOP_REASONS == ("eos", "max_new_tokens", "stopped")
+    assert trace.stop_reason in STOP_REASONS
+    data = trace.to_dict()
+    for recorded, read in (("cancelled", "stopped"), ("stopped", "stopped"), ("eos", "eos"),
+                           ("max_new_tokens", "max_new_tokens")):
+        assert Trace.from_dict({**data, "stop_reason": recorded}).stop_reason == read
+    assert Trace.from_dict({k: v for k, v in data.items() if k != "stop_reason"}).stop_reason is None
+    for path in bundled_traces().values():  # the traces shipped with the app speak the same words
+        assert Trace.from_json(path.read_text(encoding="utf-8")).stop_reason in STOP_REASONS
