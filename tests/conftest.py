@@ -101,10 +101,10 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> Non
 
 
 def start_streamlit(args_prefix: list[str], port: int, cwd: Path = ROOT, env: dict | None = None,
-                    log_name: str = "streamlit") -> subprocess.Popen:
+                    log_name: str = "streamlit", script: str = "app/streamlit_app.py") -> subprocess.Popen:
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / f"{log_name}-{port}.log", "w")  # noqa: SIM115 (outlives this call)
-    cmd = [*args_prefix, "run", "app/streamlit_app.py", "--server.headless=true",
+    cmd = [*args_prefix, "run", script, "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
            "--browser.gatherUsageStats=false"]
     return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,

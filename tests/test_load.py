@@ -78,7 +78,7 @@ def _page_report(page) -> str:
         ("script errors", lambda: _ERRORS.get(id(page), [])[-20:]),
         ("url", lambda: page.url),
         ("views", lambda: page.evaluate("""() => {
-            const p = window.__pdPlayer;
+            const p = window.pdLab && window.pdLab.player;
             if (!p) return null;
             const bar = document.querySelector('.pd-status');
             const out = {runId: p.runId, shown: p.shown, available: p.available, mode: p.mode,

@@ -22,7 +22,8 @@ def tall_page(browser):
 
 
 def _steps(page) -> dict:
-    return page.evaluate("JSON.stringify(window.__pdSteps || {})") and page.evaluate("window.__pdSteps || {}")
+    return (page.evaluate("JSON.stringify((window.pdLab && window.pdLab.steps) || {})")
+            and page.evaluate("(window.pdLab && window.pdLab.steps) || {}"))
 
 
 def _open(page, url):
@@ -67,22 +68,22 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     # the live section is re-sent every pass, so it must never fade. Sample it through the run.
     # The same sampler records where each chart's plot sits below its title block: titles and notes
     # are HTML above the plot, and a line that appears mid-run would push the plot down (a jump).
-    page.evaluate("""() => { window.__pdFade = {seen: 0, min: 1, plotTop: {}};
-        window.__pdFadeTimer = setInterval(() => {
+    page.evaluate("""() => { const t = window.pdLab.test; t.fade = {seen: 0, min: 1, plotTop: {}};
+        t.fadeTimer = setInterval(() => {
             for (const el of document.querySelectorAll('.st-key-pd_live [data-stale="true"]')) {
-                window.__pdFade.seen++;
-                window.__pdFade.min = Math.min(window.__pdFade.min, parseFloat(getComputedStyle(el).opacity));
+                t.fade.seen++;
+                t.fade.min = Math.min(t.fade.min, parseFloat(getComputedStyle(el).opacity));
             }
             for (const chart of document.querySelectorAll('.pd-chart')) {
                 const plot = chart.querySelector('.pd-plot');
                 if (!plot || !plot.querySelector('.main-svg')) continue;
                 const top = Math.round(plot.getBoundingClientRect().top - chart.getBoundingClientRect().top);
-                const seen = (window.__pdFade.plotTop[chart.dataset.chart] ||= []);
+                const seen = (t.fade.plotTop[chart.dataset.chart] ||= []);
                 if (!seen.includes(top)) seen.push(top);
             }
         }, 20); }""")
     state = _wait_drawn(page)
-    fade = page.evaluate("clearInterval(window.__pdFadeTimer), window.__pdFade")
+    fade = page.evaluate("clearInterval(window.pdLab.test.fadeTimer), window.pdLab.test.fade")
     assert fade["seen"] > 0 and fade["min"] == 1, fade
     assert {"kv", "latency"} <= set(fade["plotTop"]), fade["plotTop"]
     assert all(len(tops) == 1 for tops in fade["plotTop"].values()), fade["plotTop"]
@@ -129,7 +130,8 @@ def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
     slider.focus()
     page.keyboard.press("End")  # max new tokens: 256
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("(window.__pdSteps && (window.__pdSteps.kv || []).length >= 4)", timeout=120_000)
+    page.wait_for_function("(window.pdLab && window.pdLab.steps && (window.pdLab.steps.kv || []).length >= 4)",
+                           timeout=120_000)
     # pause the display: the model keeps running, the display stops advancing
     page.get_by_role("button", name="❚❚ Pause").click()
     shown = live_state(page)["shown"]
@@ -161,19 +163,19 @@ def test_a_chart_that_missed_every_send_asks_again_and_catches_up(app_server, ta
     page drops every send to the KV grid except the answer to its own resend request: without the
     request the grid would stay empty."""
     page = tall_page
-    page.add_init_script("window.__pdTestDrop = (name, data) => name === 'kv' && !data.resent;")
+    page.add_init_script("window.pdLab = {test: {drop: (name, data) => name === 'kv' && !data.resent}};")
     _open(page, app_server + "/?prompt=Name+two+colours.&max_new_tokens=8")  # a share link sets both
     page.get_by_role("button", name="Generate").click()
     state = _wait_drawn(page)
     assert state["status"] == "done" and 2 <= state["available"] <= 8
     assert state["kvColumns"] == state["prompt"] + state["available"] - 1
-    kv = page.evaluate("(() => { const v = window.__pdPlayer.views.get('kv'); "
+    kv = page.evaluate("(() => { const v = window.pdLab.player.views.get('kv'); "
                        "return {resends: v.resends || 0, applied: v.applied}; })()")
     assert kv["resends"] >= 1 and kv["applied"] == state["available"] - 1, kv
 
 
 def test_a_page_whose_app_vanished_reloads_once_with_its_prompt(app_server, tall_page):
-    """The blank-page watchdog (live.js, issue 5): a page whose Streamlit app has unmounted is
+    """The blank-page watchdog (live/watchdog.js, issue 5): a page whose Streamlit app has unmounted is
     reloaded from its link, which keeps the prompt and settings and says what happened; a second
     blank page within the minute is left alone, so a page that fails at once cannot loop."""
     page = tall_page
@@ -190,6 +192,7 @@ def test_a_page_whose_app_vanished_reloads_once_with_its_prompt(app_server, tall
     assert "max_new_tokens=3" in page.url
     page.get_by_role("button", name="Generate").click()
     _wait_drawn(page)
-    page.evaluate("window.__pdSameDocument = true; document.querySelector('[data-testid=stApp]').remove()")
+    page.evaluate("window.pdLab.test.sameDocument = true; "
+                  "document.querySelector('[data-testid=stApp]').remove()")
     time.sleep(6)
-    assert page.evaluate("window.__pdSameDocument === true"), "reloaded twice within a minute"
+    assert page.evaluate("window.pdLab?.test?.sameDocument === true"), "reloaded twice within a minute"

@@ -1,30 +1,55 @@
 """The live view: keyed components-v2 instances (pace controls + token stream, and one per chart).
 
 Every fragment rerun hands each instance the steps it has not recently been sent; the
-JavaScript (live.js) queues them and draws step by step with Plotly.react, so nothing blanks
-between updates. Figures come from app.figures as a base plus one patch per step.
+JavaScript (app/components/live/, see JS_FILES) queues them and draws step by step with
+Plotly.react, so nothing blanks between updates. Figures come from app.components.charts as a
+base plus one patch per step. This module holds no session state: the caller passes what to do
+when the browser asks for a resend.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from app.components import figures, metrics
+from app.components import charts, metrics
 from app.services.context import RunContext
 from core.trace import Event
 
 _HERE = Path(__file__).resolve().parent / "live"
 OVERLAP_PASSES = 3  # resend the steps of the last few passes in case a render was coalesced
 
+# The browser side, one role per file, joined in this order into one ES module (no build step).
+# The files share one scope, so a later file uses what an earlier one defines; the module keeps
+# no state of its own (Streamlit may evaluate it several times): everything is on
+# `window.pdLab` (state.js). Only main.js, last, may `export default`.
+JS_FILES = (
+    "state.js",          # the one state object, window.pdLab
+    "plotly_loader.js",  # plotly.min.js loaded once, step patches (mirror of patches.py), theme colours
+    "player.js",         # the clock: steps known, step shown, pace; offer() for any data source; keys
+    "watchdog.js",       # reload a page whose Streamlit app vanished (once a minute at most)
+    "view_common.js",    # receipts, resend requests, DOM helpers
+    "chart_view.js",     # one Plotly chart
+    "controls_view.js",  # pace buttons, scrubber, status, tiles, token stream
+    "main.js",           # the component's entry point: one view per instance, by data.kind
+)
+
+
+def script() -> str:
+    """The component's JavaScript: live.css as the PD_CSS constant, then JS_FILES in order."""
+    parts = ["const PD_CSS = " + json.dumps((_HERE / "live.css").read_text(encoding="utf-8")) + ";"]
+    for name in JS_FILES:
+        parts.append(f"// ==== {name} ====\n" + (_HERE / name).read_text(encoding="utf-8"))
+    return "\n".join(parts)
+
+
 # Not isolated in a shadow root: Plotly puts its own styles in document.head and must see its
-# elements. For the same reason our CSS is injected by the script into the page head.
-_JS = ("const PD_CSS = " + json.dumps((_HERE / "live.css").read_text(encoding="utf-8")) + ";\n"
-       + (_HERE / "live.js").read_text(encoding="utf-8"))
-_component = st.components.v2.component("pdlab_live", js=_JS, isolate_styles=False)
+# elements. For the same reason main.js injects our CSS into the page head.
+_component = st.components.v2.component("pdlab_live", js=script(), isolate_styles=False)
 
 
 def send_window(feed: dict[str, Any], run_id: int, n_events: int, full: bool) -> int:
@@ -69,21 +94,22 @@ def controls_data(run_id: int | None, status: dict[str, str], events: list[Event
 
 
 def chart_data(name: str, run_id: int, events: list[Event], ctx: RunContext, start: int) -> dict[str, Any]:
-    base, patch = figures.BUILDERS[name]
+    c = charts.chart(name)
+    # Each frame carries its step's measured latency too, so charts alone can pace the player.
     data: dict[str, Any] = {"instance": name, "kind": "chart", "chart": name, "run_id": run_id,
-                            "frames": [{"step": k, "patch": patch(events, k, ctx)} for k in range(start, len(events))]}
+                            "frames": [{"step": k, "patch": c.patch(events, k, ctx),
+                                        "latency_ms": events[k].latency_ms} for k in range(start, len(events))]}
     if start == 0:
-        data["base"] = base(ctx)  # live.js draws its title and legend as HTML
+        data["base"] = c.base(ctx)  # chart_view.js draws its title and legend as HTML
     return data
 
 
-def mount(data: dict[str, Any], total: int | None = None, resent: bool = False) -> None:
+def mount(data: dict[str, Any], total: int | None = None, resent: bool = False,
+          on_resend: Callable[[], None] | None = None) -> None:
     """Mount one live view. `total` (the run's step count this pass) lets the browser notice steps it
-    never received (a render the frontend coalesced away under load) and ask for a resend;
-    `resent` marks the pass that answers such a request."""
-    from app import state
-
+    never received (a render the frontend coalesced away under load) and ask for a resend, which
+    calls `on_resend` (it should make the next pass send every step); `resent` marks the pass that
+    answers such a request. Without `total` the browser never asks."""
     if total is not None:
         data = {**data, "total": total, "resent": resent}
-    _component(key=f"pd-live-{data['instance']}", data=data, height="content",
-               on_resend_change=state.request_resend)
+    _component(key=f"pd-live-{data['instance']}", data=data, height="content", on_resend_change=on_resend)

@@ -2,8 +2,8 @@
 
 A live chart starts from a base figure and receives one patch per step; the browser applies it
 and calls Plotly.react, so only the new points travel. `apply_patch` here is the reference for
-the JavaScript in live.js (tests check that applying every patch to the base rebuilds the full
-figure), so the page and the tables never disagree.
+applyPatch in app/components/live/plotly_loader.js (tests check that applying every patch to the
+base rebuilds the full figure), so the page and the tables never disagree.
 
 A patch is a dict with optional keys:
   "append": {trace_index: {"x": [...], "y": [...], "customdata": [...], ...}}  (extend 1-D arrays)
