@@ -1,9 +1,11 @@
-"""All of a session's state, in one place: the current run, panel jobs, and what the live view was sent.
+"""All of a session's state, in one place: every session key, the current run, panel jobs, and what
+the live view was sent.
 
 Streamlit reruns the script on every click (and, with fastReruns, interrupts the previous run),
 so anything that must survive a rerun lives in `st.session_state` under the keys below, and
-only through these helpers. Jobs themselves run in their own threads (app.jobs); the session
-keeps a reference so any later script run or fragment pass can read them.
+only through these helpers. Jobs themselves run in their own threads (app.services.jobs); the
+session keeps a reference so any later script run or fragment pass can read them. Only views and
+sections use this module: components and services hold no session state (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ COMPARE_SEEN = "pd_compare_seen"  # id of the finished job the page already redr
 BATCHING_SEEN = "pd_batch_seen"
 MESSAGE = "pd_message"
 RUN_STARTS = "pd_run_starts"  # start times of this session's recent runs (the per-reader rate limit)
+LAST_TEXT = "last_text"  # the answer last drawn (tests read it)
+LINK_APPLIED = "pd_link_applied"  # the link's values went into the widgets (once per session)
+LINK_NOTICES = "pd_link_notices"  # what the link asked for that could not be used
+PAGE = "pd_page"  # the lesson section a link or the tour points at (live, compare, batching, replay)
+TOUR_STEP = "pd_tour_step"
+UPLOAD = "pd_trace_upload"
+UPLOAD_MESSAGE = "pd_trace_message"
+BUNDLED = "pd_bundled_choice"
 
 # Widget keys (the widgets own these values; listed here so the whole page agrees on them).
 PROMPT = "prompt"
@@ -35,6 +45,13 @@ CHAT = "chat"
 TEMPERATURE = "temperature"
 TOP_K = "top_k"
 SEED = "seed"
+TOP_P = "top_p"
+PRESENTER = "presenter"
+GENERATE = "generate"
+STOP = "stop"
+COMPARE_TOKENS = "compare_tokens"
+COMPARE_GO = "compare_go"
+BATCH_GO = "batch_go"
 LAYER = "detail_layer"
 KV_WHICH = "detail_which"
 

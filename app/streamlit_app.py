@@ -1,8 +1,10 @@
-"""Entry point: `streamlit run app/streamlit_app.py` from the repository root.
+"""Entry point: `streamlit run app/streamlit_app.py` from the repository root (the Community Cloud main file).
 
 Streamlit Community Cloud runs exactly that with the project not installed, so the repository
-root is put on sys.path before anything imports `core`. The title is drawn before the heavy
-imports (torch, transformers) so the first paint does not wait for them.
+root is put on sys.path before anything imports `core`. The pages are registered with Streamlit's
+own router (`st.navigation`), one module per page in app/views; the live page is the default, at
+`/`, and keeps every link it ever had (`?page=live|compare|batching|replay` plus prompt and
+settings: those name a lesson section inside the page, not a page of the router).
 """
 
 import sys
@@ -14,8 +16,12 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-st.set_page_config(page_title="Prefill & Decode Lab", page_icon="⚡", layout="wide")
+from app.views import live  # noqa: E402
 
-from app.views.live import render  # noqa: E402
+st.set_page_config(page_title=live.TITLE, page_icon="⚡", layout="wide")
 
-render()
+PAGES = [
+    st.Page(live.render, title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),
+]
+
+st.navigation(PAGES, position="top").run()

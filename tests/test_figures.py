@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from app.components import figures, lesson, metrics
+from app.components import charts, figures, lesson, metrics
 from app.components import live_component as live
 from app.components.patches import apply_patch, point_count
 from app.services.context import Ceilings, build_context
 from app.services.jobs import RunQueue
+from core import perf
 from core.runner import GenerationSettings, generate_trace
 
 MAX_NEW = 12
@@ -33,7 +34,7 @@ def _annotator(loaded):
 
 def test_kv_grid_has_kv_seq_len_columns_and_a_row_per_layer(run_data):
     events, ctx = run_data
-    fig = figures.kv_grid_figure(events, ctx)
+    fig = charts.figure("kv", events, ctx)
     heat = fig.data[0]
     assert len(heat.x) == events[-1].kv_seq_len == ctx.prompt_len + len(events) - 1
     assert len(heat.z) == ctx.n_layers == 2
@@ -51,7 +52,7 @@ def test_prefill_fills_all_prompt_columns_in_one_patch(run_data):
 
 def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
     events, ctx = run_data
-    fig = figures.latency_figure(events, ctx)
+    fig = charts.figure("latency", events, ctx)
     prefill, measured, predicted, error = fig.data
     assert list(prefill.x) == [0]
     assert list(measured.x) == list(range(1, len(events)))
@@ -61,31 +62,31 @@ def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
 
 def test_traffic_and_roofline_use_the_cost_of_every_step(run_data):
     events, ctx = run_data
-    traffic = figures.traffic_figure(events, ctx)
+    traffic = charts.figure("traffic", events, ctx)
     assert [len(t.y) for t in traffic.data] == [len(events)] * 4
     cumulative = traffic.data[3].y
     assert all(b >= a for a, b in zip(cumulative, cumulative[1:], strict=False))
-    roof = figures.roofline_figure(events, ctx)
+    roof = charts.figure("roofline", events, ctx)
     assert len(roof.data[1].x) == 1 and len(roof.data[2].x) == len(events) - 1
     assert roof.data[1].x[0] > roof.data[2].x[0]  # prefill is more intense than decode
 
 
-@pytest.mark.parametrize("name", figures.LIVE_CHARTS)
+@pytest.mark.parametrize("name", charts.NAMES)
 def test_patches_survive_json_and_rebuild_the_figure(run_data, name):
     """The browser gets base + patches through JSON; applying them must give the Python figure."""
     events, ctx = run_data
-    base, patch = figures.BUILDERS[name]
-    fig = json.loads(json.dumps(base(ctx)))
+    chart = charts.chart(name)
+    fig = json.loads(json.dumps(chart.base(ctx)))
     for k in range(len(events)):
-        apply_patch(fig, json.loads(json.dumps(patch(events, k, ctx))))
-    assert fig == json.loads(json.dumps(figures.figure_dict(name, events, ctx)))
+        apply_patch(fig, json.loads(json.dumps(chart.patch(events, k, ctx))))
+    assert fig == json.loads(json.dumps(charts.figure_dict(name, events, ctx)))
     assert point_count(fig) > 0
 
 
-@pytest.mark.parametrize("name", figures.LIVE_CHARTS)
+@pytest.mark.parametrize("name", charts.NAMES)
 def test_each_chart_has_a_matching_table(run_data, name):
     events, ctx = run_data
-    table = metrics.table_for(name, events, ctx)
+    table = charts.chart(name).table(events, ctx)
     expected = events[-1].kv_seq_len if name == "kv" else len(events)
     assert len(table) == expected
     assert any("measured" in c or "computed" in c or c == "measured ms" for c in table.columns)
@@ -93,7 +94,7 @@ def test_each_chart_has_a_matching_table(run_data, name):
 
 def test_tokens_are_escaped_in_hover_text(run_data, tiny_model):
     events, ctx = run_data
-    fig = figures.figure_dict("kv", events, ctx)
+    fig = charts.figure_dict("kv", events, ctx)
     cells = [c[0] for row in fig["data"][0]["customdata"] for c in row]
     assert "<" not in "".join(cells) and "&lt;" in "".join(cells)  # the prompt holds "<b>"
     assert figures.esc("<|im_end|>\n") == "&lt;|im_end|&gt;↵"
@@ -116,8 +117,8 @@ def test_layer_detail_shows_gqa_groups(run_data):
 
 def test_crossover_matches_the_reference_figure():
     # SmolLM2-135M fp32: 538,060,032 weight bytes per decode step, 46,080 KV bytes per token.
-    assert round(figures.crossover_tokens(538_060_032, 46_080, 1)) == 11_677
-    assert round(figures.crossover_tokens(538_060_032, 46_080, 16)) == 730
+    assert round(perf.crossover_tokens(538_060_032, 46_080, 1)) == 11_677
+    assert round(perf.crossover_tokens(538_060_032, 46_080, 16)) == 730
 
 
 def test_lesson_slots_are_filled_or_dashed(run_data):

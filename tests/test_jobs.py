@@ -1,17 +1,18 @@
-"""Jobs wait their turn in their own threads, but all model work runs on one long-lived thread.
+"""Jobs wait their turn in their own threads; model work runs on one long-lived thread, other work not.
 
-One thread means one malloc arena for the model's memory, reused run after run (app.jobs explains
-the RSS growth a thread per run caused); these tests pin that down without a model.
+One thread means one malloc arena for the model's memory, reused run after run (app.services.jobs
+explains the RSS growth a thread per run caused); these tests pin that down without a model.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
-from app.services.jobs import Job, RunQueue
+from app.services.jobs import Job, ModelJob, RunQueue
 
 
-class _Probe(Job):
+class _Probe(ModelJob):
     kind = "probe"
 
     def __init__(self, queue: RunQueue, fail: bool = False) -> None:
@@ -56,3 +57,33 @@ def test_a_job_stopped_while_queued_never_reaches_the_model_thread():
     waiting.join(10)
     q.release(0)
     assert waiting.status == "stopped" and waiting.worker is None
+
+
+class _CpuProbe(Job):
+    """Queued CPU work that needs no model (a simulation, a load generator)."""
+
+    kind = "cpu-probe"
+
+    def __init__(self, queue: RunQueue, log: list[str]) -> None:
+        super().__init__(queue)
+        self.log = log
+        self.worker_name: str | None = None
+
+    def work(self) -> None:
+        self.worker_name = threading.current_thread().name
+        self.log.append(self.kind)
+
+
+def test_a_plain_job_works_on_its_own_thread_but_waits_in_the_same_queue():
+    q = RunQueue()
+    log: list[str] = []
+    assert q.acquire(0, lambda: False)  # a reader's live run holds the CPU
+    job = _CpuProbe(q, log).start()
+    deadline = time.monotonic() + 10
+    while job.queue_position != 1 and time.monotonic() < deadline:  # wait until it has joined the queue
+        time.sleep(0.01)
+    assert job.status == "queued" and job.queue_position == 1 and log == []
+    q.release(0)
+    job.join(10)
+    assert job.status == "done" and log == ["cpu-probe"]
+    assert job.worker_name == job._thread.name and job.worker_name != "pdlab-model"

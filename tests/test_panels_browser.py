@@ -60,12 +60,16 @@ def test_compare_batching_and_about_panels_render(app_server, light_page):
     compare = page.locator(".st-key-pd_panel_compare")
     _set_slider(page, "Tokens to generate in each mode", 6)  # 4 + 6 = 10 tokens: a few seconds
     compare.get_by_role("button", name="Compare cache modes").click()
+    # The summary shows once every forward is measured, drawn in the same pass as the chart; Plotly then
+    # draws the chart in the browser, so wait for it to exist rather than count it at once.
     compare.get_by_text("without the cache these 10 forwards took").wait_for(timeout=180_000)
+    compare.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     assert compare.locator(".js-plotly-plot").count() == 1
     assert "generated three ways" in compare.locator(".gtitle").text_content()
     batching = page.locator(".st-key-pd_panel_batching")
     batching.get_by_role("button", name="Measure batch sizes").click()
     batching.get_by_text("from batch 1 to 16 the step time grew").wait_for(timeout=180_000)
+    batching.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     assert "compute-bound from" in batching.locator(".js-plotly-plot").text_content()
     page.get_by_text("About this run").click()
     about = page.locator(".st-key-pd_about")

@@ -22,7 +22,6 @@ APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
 
 @pytest.fixture
 def no_model(monkeypatch, tmp_path):
-    from app.sections import model_gate
     from app.services import model as model_service
     from core import prepare
 
@@ -34,10 +33,10 @@ def no_model(monkeypatch, tmp_path):
     monkeypatch.delenv("PDLAB_MODEL_DIR", raising=False)
     monkeypatch.setattr(prepare, "find_installed_gguf", lambda: None)
     monkeypatch.setattr(prepare, "fetch_gguf_into_cache", no_wheel)
-    model_gate._loader.clear()
+    model_service.model_loader.clear()
     model_service.get_model.clear()
     yield
-    model_gate._loader.clear()  # the next test loads the real model again if it wants it
+    model_service.model_loader.clear()  # the next test loads the real model again if it wants it
 
 
 def _open(query: dict[str, str] | None = None) -> AppTest:

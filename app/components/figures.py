@@ -1,8 +1,9 @@
 """Figure builders: plain functions from a run's events (and its context) to Plotly figures.
 
-Each live chart is a base figure plus one patch per event (app.patches), so the browser can draw
-a run step by step with Plotly.react while the same code builds the whole figure for tests,
-tables and replays. Nothing here touches Streamlit or the model.
+Each live chart is a base figure plus one patch per event (app.components.patches), so the browser
+can draw a run step by step with Plotly.react while the same code builds the whole figure for
+tests, tables and replays; app.components.charts registers them. Nothing here touches Streamlit or
+the model.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ from __future__ import annotations
 import html
 import math
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 import plotly.graph_objects as go
 
 from app.components import palette as pal
-from app.components.patches import Patch, apply_patch
+from app.components.patches import Patch
 from app.services.context import RunContext
+from core import perf
 from core.trace import Event
 
 MB = 1e6
-LIVE_CHARTS = ("kv", "latency", "traffic", "roofline")
 
 
 def esc(text: str) -> str:
@@ -143,13 +143,6 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
-def prediction_error_pct(e: Event) -> float | None:
-    """(predicted - measured) / measured in percent; None without a prediction."""
-    if e.predicted_ms is None or e.latency_ms <= 0:
-        return None
-    return round(100.0 * (e.predicted_ms - e.latency_ms) / e.latency_ms, 1)
-
-
 def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     e = events[k]
     append: dict[str, Any] = {}
@@ -159,8 +152,9 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         append["1"] = {"x": [k], "y": [e.latency_ms], "customdata": [esc(e.token_text)]}
     if e.predicted_ms is not None:
         append["2"] = {"x": [k], "y": [e.predicted_ms]}
-        append["3"] = {"x": [k], "y": [prediction_error_pct(e)]}
-    errors = [abs(x) for x in (prediction_error_pct(ev) for ev in events[1:k + 1]) if x is not None]
+        append["3"] = {"x": [k], "y": [perf.prediction_error_pct(e.predicted_ms, e.latency_ms)]}
+    pcts = (perf.prediction_error_pct(ev.predicted_ms, ev.latency_ms) for ev in events[1:k + 1])
+    errors = [abs(x) for x in pcts if x is not None]
     return {"append": append, "layout": {"title.text": _latency_title(errors)}}
 
 
@@ -206,11 +200,6 @@ def traffic_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     return {"append": append}
 
 
-def crossover_tokens(weight_bytes: int, kv_bytes_per_token: int, batch: int) -> float:
-    """Context length where one decode step's KV reads equal its weight reads: W / (kv per token x batch)."""
-    return weight_bytes / (kv_bytes_per_token * batch)
-
-
 def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> go.Figure:
     """Per decode step, weight bytes (flat) against KV bytes read (growing with context and batch)."""
     fig = go.Figure()
@@ -225,7 +214,7 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
     for b, color in zip(batches, colors, strict=False):
         fig.add_scatter(x=xs, y=[0, x_max * ctx.kv_bytes_per_token * b / MB], mode="lines",
                         name=f"KV read per step, batch {b}", line={"color": color, "dash": "dash"})
-        cross = crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
+        cross = perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
         fig.add_scatter(x=[cross], y=[ctx.weight_bytes / MB], mode="markers+text", showlegend=False,
                         marker={"color": color, "size": 10}, text=[f"{cross:,.0f} tokens"],
                         textposition="bottom right" if b == 1 else "top right",
@@ -293,41 +282,6 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         append["3"] = {"x": [x], "y": [round(flops / (e.predicted_ms / 1e3))],
                        "customdata": [f"{label}, predicted {e.predicted_ms:.1f} ms"]}
     return {"append": append}
-
-
-# --- assembling -----------------------------------------------------------------------------
-
-BUILDERS: dict[str, tuple[Callable[[RunContext], dict], Callable[[list[Event], int, RunContext], Patch]]] = {
-    "kv": (kv_base, kv_patch),
-    "latency": (latency_base, latency_patch),
-    "traffic": (traffic_base, traffic_patch),
-    "roofline": (roofline_base, roofline_patch),
-}
-
-
-def figure_dict(name: str, events: list[Event], ctx: RunContext) -> dict[str, Any]:
-    """The whole figure as a dict: the base with every step's patch applied (what the browser ends with)."""
-    base, patch = BUILDERS[name]
-    fig = base(ctx)
-    for k in range(len(events)):
-        apply_patch(fig, patch(events, k, ctx))
-    return fig
-
-
-def kv_grid_figure(events: list[Event], ctx: RunContext) -> go.Figure:
-    return go.Figure(figure_dict("kv", events, ctx))
-
-
-def latency_figure(events: list[Event], ctx: RunContext) -> go.Figure:
-    return go.Figure(figure_dict("latency", events, ctx))
-
-
-def traffic_figure(events: list[Event], ctx: RunContext) -> go.Figure:
-    return go.Figure(figure_dict("traffic", events, ctx))
-
-
-def roofline_figure(events: list[Event], ctx: RunContext) -> go.Figure:
-    return go.Figure(figure_dict("roofline", events, ctx))
 
 
 def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which: str = "key") -> go.Figure:

@@ -8,13 +8,12 @@ no value yet (before the first run) reads as an em dash.
 from __future__ import annotations
 
 import re
-import statistics
 from functools import cache
 from pathlib import Path
 
-from app.components.figures import crossover_tokens, fmt_bytes
-from app.components.metrics import achieved_bandwidth
+from app.components.figures import fmt_bytes
 from app.services.context import RunContext
+from core import perf
 from core.trace import Event
 
 LESSON_DIR = Path(__file__).resolve().parents[2] / "assets" / "lesson"
@@ -26,9 +25,15 @@ def _raw(name: str) -> str:
     return (LESSON_DIR / f"{name}.md").read_text(encoding="utf-8")
 
 
-def text(name: str, values: dict[str, str] | None = None) -> str:
+def fill(template: str, values: dict[str, str] | None = None) -> str:
+    """A template's [[name]] slots filled from `values`; a slot with no value reads as an em dash."""
     values = values or {}
-    return _SLOT.sub(lambda m: values.get(m.group(1), "—"), _raw(name))
+    return _SLOT.sub(lambda m: values.get(m.group(1), "—"), template)
+
+
+def text(name: str, values: dict[str, str] | None = None) -> str:
+    """assets/lesson/<name>.md with its slots filled."""
+    return fill(_raw(name), values)
 
 
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
@@ -42,23 +47,23 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         v["prompt_tokens"] = str(ctx.prompt_len)
     if ctx.weight_bytes:
         v["weights_mb"] = f"{ctx.weight_bytes / 1e6:.0f}"
-        v["crossover_b1"] = f"{crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"
+        v["crossover_b1"] = f"{perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"
     c = ctx.ceilings
     if c.bandwidth and c.peak_flops:
         v["ridge"] = f"{c.peak_flops / c.bandwidth:.0f}"
         v["ceiling_gbs"] = f"{c.bandwidth / 1e9:.1f} GB/s"
     if events:
-        v["ttft_ms"] = f"{events[0].latency_ms:.0f}"
+        v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
         v["kv_columns"] = str(events[-1].kv_seq_len)
         if events[0].cost:
             cost = events[0].cost
             v["prefill_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.1f}"
     if len(events) > 1:
-        v["tpot_ms"] = f"{statistics.fmean(e.latency_ms for e in events[1:]):.0f}"
+        v["tpot_ms"] = f"{perf.tpot_ms(events):.0f}"
         if events[-1].cost:
             cost = events[-1].cost
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
-        gbs = achieved_bandwidth(events)
+        gbs = perf.achieved_bandwidth(events)
         if gbs is not None:
             v["achieved_gbs"] = f"{gbs / 1e9:.1f} GB/s"
     return v

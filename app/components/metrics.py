@@ -7,12 +7,12 @@ headline figures. Both are pure functions of the events, so tests can check them
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 import pandas as pd
 
-from app.components.figures import esc, fmt_bytes, position_tokens, prediction_error_pct
+from app.components.figures import fmt_bytes, position_tokens
 from app.services.context import RunContext
+from core import perf
 from core.trace import Event
 
 
@@ -24,11 +24,11 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     first = events[0]
     out.append({"label": "Time to first token", "value": f"{first.latency_ms:.0f} ms",
                 "note": f"measured: prefill of {first.n_new} tokens"})
-    decode = [e.latency_ms for e in events[1:]]
-    if decode:
-        tpot = statistics.fmean(decode)
+    tpot = perf.tpot_ms(events)
+    if tpot is not None:
+        steps = len(perf.decode_latencies_ms(events))
         out.append({"label": "Time per output token", "value": f"{tpot:.0f} ms",
-                    "note": f"measured: mean of {len(decode)} decode steps"})
+                    "note": f"measured: mean of {steps} decode steps"})
         out.append({"label": "Decode speed", "value": f"{1000.0 / tpot:.1f} tok/s",
                     "note": "measured: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
@@ -36,7 +36,7 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes),
                 "note": f"measured from the tensors: {events[-1].kv_seq_len} positions"
                 if ctx.cache != "none" else "no cache in this run"})
-    gbs = achieved_bandwidth(events)
+    gbs = perf.achieved_bandwidth(events)
     if gbs is not None:
         ceiling = ctx.ceilings.bandwidth
         note = "computed bytes ÷ measured time"
@@ -46,20 +46,15 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     return out
 
 
-def achieved_bandwidth(events: list[Event]) -> float | None:
-    """Mean bytes/s over decode steps: the cost model's bytes divided by the measured step time."""
-    rates = [e.cost["bytes"]["total"] / (e.latency_ms / 1e3) for e in events[1:] if e.cost and e.latency_ms > 0]
-    return statistics.fmean(rates) if rates else None
-
-
-def latency_table(events: list[Event]) -> pd.DataFrame:
+def latency_table(events: list[Event], ctx: RunContext | None = None) -> pd.DataFrame:
     return pd.DataFrame([{
         "forward": k, "phase": e.phase, "new tokens": e.n_new, "token produced": e.token_text,
-        "measured ms": e.latency_ms, "predicted ms": e.predicted_ms, "error %": prediction_error_pct(e),
+        "measured ms": e.latency_ms, "predicted ms": e.predicted_ms,
+        "error %": perf.prediction_error_pct(e.predicted_ms, e.latency_ms),
     } for k, e in enumerate(events)])
 
 
-def traffic_table(events: list[Event]) -> pd.DataFrame:
+def traffic_table(events: list[Event], ctx: RunContext | None = None) -> pd.DataFrame:
     rows, total = [], 0
     for k, e in enumerate(events):
         b = (e.cost or {}).get("bytes")
@@ -72,7 +67,7 @@ def traffic_table(events: list[Event]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def roofline_table(events: list[Event]) -> pd.DataFrame:
+def roofline_table(events: list[Event], ctx: RunContext | None = None) -> pd.DataFrame:
     rows = []
     for k, e in enumerate(events):
         if not e.cost or e.latency_ms <= 0:
@@ -101,13 +96,3 @@ def kv_table(events: list[Event], ctx: RunContext) -> pd.DataFrame:
                          "bytes, all layers": ctx.kv_bytes_per_token * ctx.batch})
     return pd.DataFrame(rows)
 
-
-def table_for(name: str, events: list[Event], ctx: RunContext) -> pd.DataFrame:
-    return {"kv": lambda: kv_table(events, ctx), "latency": lambda: latency_table(events),
-            "traffic": lambda: traffic_table(events), "roofline": lambda: roofline_table(events)}[name]()
-
-
-def token_chips(events: list[Event], ctx: RunContext) -> list[dict[str, Any]]:
-    """Generated tokens as display records (escaped text, special flag), for the stream and tests."""
-    return [{"step": e.step, "text": esc(e.token_text), "special": e.token_text.startswith("<|")
-             and e.token_text.endswith("|>")} for e in events]

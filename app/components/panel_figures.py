@@ -120,11 +120,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def batching_figure(result: dict[str, Any] | list[dict[str, Any]]) -> go.Figure:
+def batching_figure(result: dict[str, Any]) -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
     with the predicted compute-bound batch marked."""
-    if isinstance(result, list):  # rows only (older callers)
-        result = {"rows": result}
     rows, predicted = result.get("rows", []), result.get("predicted", [])
     crossover = result.get("compute_bound_from")
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,

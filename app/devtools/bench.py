@@ -36,6 +36,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from app.components import charts
+from core.settings import chromium_path
+
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Write a short story about a robot who learns to paint."
 MAX_NEW = 64
@@ -52,7 +55,7 @@ def _start_server(port: int, log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
            "--browser.gatherUsageStats=false"]
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "PDLAB_BENCH_LOG": "1"}
+    env = {"HF_HUB_OFFLINE": "1", **os.environ, "PDLAB_BENCH_LOG": "1"}  # offline unless told otherwise
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
@@ -109,7 +112,7 @@ def _page_run(page, url: str, server_pid: int) -> dict:
     for _ in range(MAX_NEW - 1):
         page.keyboard.press("ArrowRight")
     page.wait_for_timeout(500)
-    page.evaluate("window.__pdAfterplot = []")
+    page.evaluate("(window.pdLab = window.pdLab || {}).afterplot = []")
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     import psutil
@@ -119,7 +122,7 @@ def _page_run(page, url: str, server_pid: int) -> dict:
     busy0, t0 = _main_thread_busy_s(cdp), time.perf_counter()
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Generate").click()
     # Scroll the live view to the top of the window, as a reader who pressed Generate does: charts
-    # out of view are not redrawn (live.js), so an unscrolled page would count almost no redraws.
+    # out of view are not redrawn (live/chart_view.js), so an unscrolled page would count almost no redraws.
     page.wait_for_selector(".pd-controls")
     page.evaluate("document.querySelector('.pd-controls').scrollIntoView({block: 'start'})")
     page.wait_for_function("document.querySelector('.pd-controls') && "
@@ -130,7 +133,8 @@ def _page_run(page, url: str, server_pid: int) -> dict:
     busy1 = _main_thread_busy_s(cdp)
     busy = {name: (busy1[name] - busy0[name]) / wall for name in BUSY_METRICS}
     server_cores = (sum(server.cpu_times()[:2]) - cpu0) / wall
-    return {"busy": busy, "server_cores": server_cores, **page.evaluate("""() => ({afterplot: window.__pdAfterplot || [], drawMs: window.__pdDrawMs || {},
+    return {"busy": busy, "server_cores": server_cores, **page.evaluate("""() => ({afterplot: (window.pdLab || {}).afterplot || [],
+        drawMs: (window.pdLab || {}).drawMs || {},
         tiles: Array.from(document.querySelectorAll('.pd-tile')).map(t => t.innerText),
         available: Number(document.querySelector('.pd-controls').dataset.available)})""")}
 
@@ -193,7 +197,7 @@ def _summary(page_data: dict) -> dict:
     if len(plots) >= 2:
         span = (plots[-1]["t"] - plots[0]["t"]) / 1000.0
         out["ui_updates_per_s"] = round(len(plots) / span, 2) if span > 0 else None
-        for chart in ("kv", "latency", "traffic", "roofline"):
+        for chart in charts.NAMES:
             mine = [p for p in plots if p["chart"] == chart]
             chart_span = (mine[-1]["t"] - mine[0]["t"]) / 1000.0 if len(mine) >= 2 else 0
             out[f"{chart}_updates_per_s"] = round(len(mine) / chart_span, 2) if chart_span > 0 else None
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _wait_healthy(port)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=os.environ.get("PDLAB_CHROMIUM", "/usr/bin/chromium"))
+            browser = pw.chromium.launch(executable_path=chromium_path())
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             t0 = time.perf_counter()
             page.goto(url)

@@ -1,7 +1,10 @@
-"""What the page shows once a run has ended: the answer, the per-layer GQA detail, the crossover chart.
+"""Everything below the live charts, in lesson order, written once for every state of the page.
 
-These are ordinary Streamlit elements drawn on full script runs only, so they cost nothing while
-the live view animates.
+The answer and the per-layer GQA detail once a run has ended, the formulas and the KV/weights
+crossover, then the experiments (cache on/off, batching), serving and "about this run". The same
+`render` serves the live model, a recording shown while the model is missing, and presenter mode
+(which shows only what the current tour step needs). These are ordinary Streamlit elements drawn on
+full script runs only, so they cost nothing while the live view animates.
 """
 
 from __future__ import annotations
@@ -13,11 +16,58 @@ import streamlit as st
 
 from app import state
 from app.components import figures, lesson
+from app.sections import export, panels, presenter
+from app.services.context import RunContext, build_context
+from app.services.model import cached_ceilings
+
+
+def render(loaded: Any) -> None:
+    """The page below the live view. `loaded` is the model, or None while a recording stands in for it."""
+    run = state.current_run()
+    finished = run is not None and not run.active and bool(run.events)
+    if presenter.active():  # minimal chrome: only what the current tour step needs
+        if finished:
+            render_answer(run)
+        step = presenter.current_step(loaded is not None)
+        if loaded is not None and step is not None and step["section"] == "compare":
+            panels.compare_panel(loaded)
+        elif loaded is not None and step is not None and step["section"] == "batching":
+            panels.batching_panel(loaded)
+        return
+    if finished:
+        st.divider()
+        render_answer(run)
+        render_layer_detail(run)
+    ctx = run.ctx if run is not None and run.ctx is not None else None
+    if ctx is None and loaded is not None:
+        ctx = model_context(loaded)
+    if ctx is None:
+        return
+    events = run.events if run is not None and run.ctx is not None else []
+    st.divider()
+    st.markdown(lesson.text("formulas", lesson.values_for(events, ctx)))
+    render_crossover(events, ctx)
+    if loaded is None:
+        st.caption(f"The cache comparison and batching experiments need the live model "
+                   f"({figures.fmt_bytes(ctx.kv_bytes_per_token)} of cache per token here, computed).")
+    else:
+        panels.compare_panel(loaded)
+        st.divider()
+        panels.batching_panel(loaded)
+    st.divider()
+    st.markdown(lesson.text("serving"))
+    if loaded is not None:
+        panels.about_panel(loaded)
+
+
+def model_context(loaded: Any) -> RunContext:
+    """A figure context with no prompt: enough for the formulas and the crossover chart before a run."""
+    return build_context(loaded, [], 1, 1, "dynamic", cached_ceilings())
 
 
 def render_answer(run: Any) -> None:
     text = run.generated_text
-    st.session_state["last_text"] = text
+    st.session_state[state.LAST_TEXT] = text
     st.markdown("#### The answer")
     st.markdown(f'<div class="pd-output" data-testid="pd-output" style="white-space:pre-wrap;'
                 f'border-left:6px solid #0072B2;padding:0.4rem 0.8rem">{html.escape(text) or "∅"}</div>',
@@ -25,11 +75,8 @@ def render_answer(run: Any) -> None:
     e0 = run.events[0]
     info = (f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
             f"(measured) · cache: {run.settings.cache} · weights: {run.loaded.info.weights_source}")
-    st.session_state["last_info"] = info
     st.caption(info)
-    from app.sections import export as export_section
-
-    export_section.render(run, key_prefix="answer")
+    export.render(run, key_prefix="answer")
 
 
 def render_layer_detail(run: Any) -> None:

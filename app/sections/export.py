@@ -10,11 +10,11 @@ from typing import Any
 
 import streamlit as st
 
+from core.export import trace_filename, trace_to_csv
+
 
 def export_payloads(run: Any) -> dict[str, tuple[str, str]] | None:
     """{"json": (file name, text), "csv": (file name, text)} for a finished run, else None."""
-    from core.export import trace_filename, trace_to_csv
-
     if run is None or getattr(run, "active", False) or not getattr(run, "events", None):
         return None
     trace = run.trace()

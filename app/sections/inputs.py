@@ -6,13 +6,17 @@ that is too long, or an out-of-range setting is explained at once instead of fai
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import streamlit as st
 
 from app import state
+from app.services.model import get_queue
+from app.services.runs import GenerationRun
+from core import settings as server_settings
+from core.runner import GenerationSettings, SettingsError, encode_prompt
+from core.settings import PROMPT_BOX_MAX_CHARS, runs_per_minute
 
 EXAMPLES = [
     "Explain in two sentences why the sky is blue.",
@@ -21,36 +25,16 @@ EXAMPLES = [
     "What is the capital of France?",
     "Give me a recipe for pancakes in five steps.",
 ]
-MAX_PROMPT_CHARS = 8000
 
-
-def _env_int(name: str, default: int, low: int, high: int) -> int:
-    """A public limit from the environment, clamped to what the page can show."""
-    try:
-        return min(high, max(low, int(os.environ.get(name, default))))
-    except ValueError:
-        return default
-
-
-# Public limits, set by whoever runs the server. The prompt cap keeps the live cache grid readable
-# and the prefill under a few seconds; new tokens stop at 256, the most a shared link can ask for.
-MAX_PROMPT_TOKENS = _env_int("PDLAB_MAX_PROMPT_TOKENS", 1024, 16, 8192)
-MAX_NEW_TOKENS = _env_int("PDLAB_MAX_NEW_TOKENS", 256, 1, 256)
+# Public limits, set by whoever runs the server and read once per process (core.settings says why).
+MAX_PROMPT_TOKENS = server_settings.max_prompt_tokens()
+MAX_NEW_TOKENS = server_settings.max_new_tokens()
 CACHE_LABELS = {"dynamic": "on (dynamic)", "static": "on (static)", "none": "off (recompute, ≤ 32 tokens)"}
 
 DEFAULTS: dict[str, Any] = {
     state.PROMPT: EXAMPLES[0], state.MAX_NEW: min(48, MAX_NEW_TOKENS), state.CACHE: "dynamic", state.CHAT: True,
-    state.TEMPERATURE: 0.0, state.TOP_K: 0, state.SEED: 0, "top_p": 1.0,
+    state.TEMPERATURE: 0.0, state.TOP_K: 0, state.SEED: 0, state.TOP_P: 1.0,
 }
-
-
-def runs_per_minute() -> int:
-    """Public limit on runs a reader may start per minute (PDLAB_RUNS_PER_MINUTE, default 20):
-    one shared model serves everyone, so one impatient tab must not starve the others."""
-    try:
-        return max(1, int(os.environ.get("PDLAB_RUNS_PER_MINUTE", "20")))
-    except ValueError:
-        return 20
 
 
 def _rate_limited() -> str | None:
@@ -80,9 +64,6 @@ def _use_example() -> None:
 
 def on_generate(loaded: Any) -> None:
     """Button callback: runs before the script, so Stop is already enabled when the page redraws."""
-    from app.services.model import get_queue
-    from app.services.runs import GenerationRun
-
     prepared = prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
     if isinstance(prepared, str):
         st.session_state[state.MESSAGE] = prepared
@@ -113,10 +94,10 @@ def render_inputs(loaded: Any) -> None:
     with left:
         st.selectbox("Try an example", EXAMPLES, index=None, key=state.EXAMPLE, on_change=_use_example,
                      placeholder="Pick an example to fill the prompt…")
-        st.text_area("Prompt", key=state.PROMPT, height=100, max_chars=MAX_PROMPT_CHARS)
+        st.text_area("Prompt", key=state.PROMPT, height=100, max_chars=PROMPT_BOX_MAX_CHARS)
         b1, b2, b3 = st.columns([1, 1, 3])
-        b1.button("Generate", type="primary", key="generate", width="stretch", on_click=on_generate, args=(loaded,))
-        b2.button("Stop", key="stop", disabled=not active, width="stretch", on_click=on_stop)
+        b1.button("Generate", type="primary", key=state.GENERATE, width="stretch", on_click=on_generate, args=(loaded,))
+        b2.button("Stop", key=state.STOP, disabled=not active, width="stretch", on_click=on_stop)
         b3.caption("Your text goes through the chat template first. One shared model serves every reader; "
                    "runs take turns.")
         st.caption(limits_caption())
@@ -130,7 +111,7 @@ def render_inputs(loaded: Any) -> None:
         with st.expander("Sampling (default: greedy)"):
             st.slider("Temperature (0 = always the most likely token)", 0.0, 2.0, step=0.1, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", min_value=0, max_value=1000, step=1, key=state.TOP_K)
-            st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key="top_p")
+            st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key=state.TOP_P)
             st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=state.SEED)
     message = st.session_state.pop(state.MESSAGE, None)
     if message:
@@ -139,20 +120,16 @@ def render_inputs(loaded: Any) -> None:
 
 def settings_from_state():
     """GenerationSettings from the widgets, validated; raises SettingsError with a readable message."""
-    from core.runner import GenerationSettings
-
     return GenerationSettings(
         max_new_tokens=int(st.session_state[state.MAX_NEW]), temperature=float(st.session_state[state.TEMPERATURE]),
         top_k=int(st.session_state[state.TOP_K]), seed=int(st.session_state[state.SEED]),
-        top_p=float(st.session_state.get("top_p", 1.0)),
+        top_p=float(st.session_state.get(state.TOP_P, 1.0)),
         chat=bool(st.session_state[state.CHAT]), cache=str(st.session_state[state.CACHE]),
     ).validated()
 
 
 def prepare_run(loaded: Any, prompt: str) -> tuple[Any, list[int]] | str:
     """(settings, prompt token ids) for a run, or a message saying what to change."""
-    from core.runner import SettingsError, encode_prompt
-
     if not prompt or not prompt.strip():
         return "Type a prompt first: the model needs at least one token of your own to start from."
     try:
@@ -163,7 +140,7 @@ def prepare_run(loaded: Any, prompt: str) -> tuple[Any, list[int]] | str:
     if len(prompt_ids) > MAX_PROMPT_TOKENS:
         return (f"The prompt is {len(prompt_ids):,} tokens after the chat template; this page takes at most "
                 f"{MAX_PROMPT_TOKENS:,} so the cache grid stays readable. Shorten it (or use the CLI, "
-                f"`python -m core run`, for long prompts).")
+                f"`python -m core generate`, for long prompts).")
     if len(prompt_ids) + settings.max_new_tokens > loaded.context_window:
         return (f"Prompt ({len(prompt_ids)} tokens) + max new tokens ({settings.max_new_tokens}) exceeds the "
                 f"model's context window of {loaded.context_window} tokens.")

@@ -3,9 +3,9 @@
 While a run is active the fragment reruns itself every POLL_S (`run_every`, set only while a run
 is active: a chained `st.rerun(scope="fragment")` is refused inside a full script run, which is
 where a run starts). Each pass touches the run so its watchdog knows a reader is still there.
-The browser, not this poll, sets the drawing pace (live.js), so the poll rate only bounds the
-display's lag. When the run ends the fragment asks for one full rerun, which draws the after-run
-sections and re-creates the fragment without a timer.
+The browser, not this poll, sets the drawing pace (app/components/live/player.js), so the poll
+rate only bounds the display's lag. When the run ends the fragment asks for one full rerun, which
+draws the after-run sections and re-creates the fragment without a timer.
 """
 
 from __future__ import annotations
@@ -15,16 +15,11 @@ from typing import Any
 import streamlit as st
 
 from app import state
-from app.components import lesson, metrics
+from app.components import charts, lesson
 from app.components import live_component as live
 
 TEXT_REFRESH_S = 2.0
-POLL_S = 1.0  # each pass costs the server ~25 ms and the browser ~80 ms of React work (2 cores!)
-ROWS = (("kv", "q1_prefill_vs_decode"), ("latency", "latency"), ("traffic", "q2_bandwidth"),
-        ("roofline", "roofline"))
-TABLE_TITLES = {"kv": "KV cache grid as a table (one row per cache position)",
-                "latency": "Latency per forward as a table", "traffic": "Memory traffic per forward as a table",
-                "roofline": "Roofline points as a table"}
+POLL_S = 1.0  # each pass costs the server and the browser a Streamlit render: once a second is enough
 
 
 def status_of(run: Any) -> dict[str, str]:
@@ -32,7 +27,7 @@ def status_of(run: Any) -> dict[str, str]:
     if run is None:
         return {"state": "idle", "text": "Press Generate to watch the model."}
     n = len(run.events)
-    if getattr(run, "replay", False):  # a recorded trace (app.replay): no model behind it
+    if getattr(run, "replay", False):  # a recorded trace (app.services.replay): no model behind it
         return {"state": "replay", "text": f"Recorded run ({run.source}), {n} tokens, replayed at its recorded pace"}
     if run.status == "queued":
         pos = run.queue_position
@@ -60,7 +55,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
     if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
         return cached["texts"]
     values = lesson.values_for(events, ctx)
-    texts = {name: lesson.text(name, values) for _, name in ROWS}
+    texts = {c.lesson: lesson.text(c.lesson, values) for c in charts.LIVE_CHARTS}
     state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
     return texts
 
@@ -81,7 +76,7 @@ def _live_body(model_config: Any) -> None:
 def _live_content(model_config: Any) -> None:
     run = state.current_run()
     full = state.fragment_sees_full_pass()
-    resent = state.take_resend()  # a view asked for every step again (see live.js askResendIfBehind)
+    resent = state.take_resend()  # a view asked for every step again (see askResendIfBehind in app/components/live/)
     full = full or resent
     if run is None:
         st.info("Press **Generate**: the prompt is prefilled in one pass, then you watch every decode step, "
@@ -97,19 +92,21 @@ def _live_content(model_config: Any) -> None:
     controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
     controls["replay"] = bool(getattr(run, "replay", False))
     controls["poll_s"] = POLL_S  # the browser paces its display one pass behind the model
-    live.mount(controls, total=len(events) if ctx is not None else None, resent=resent)
+    live.mount(controls, total=len(events) if ctx is not None else None, resent=resent,
+               on_resend=state.request_resend)
     if ctx is not None:
         texts = _lesson_texts(run, events, ctx)
-        for chart, text_name in ROWS:
+        for chart in charts.LIVE_CHARTS:
             left, right = st.columns([3, 2], gap="large")
             with left:
-                live.mount(live.chart_data(chart, run.id, events, ctx, start), total=len(events), resent=resent)
-                with st.expander(TABLE_TITLES[chart]):
+                live.mount(live.chart_data(chart.name, run.id, events, ctx, start), total=len(events), resent=resent,
+                           on_resend=state.request_resend)
+                with st.expander(chart.table_title):
                     if run.active:
                         st.caption("The table fills in when the run ends (the chart above is live).")
                     else:
-                        st.dataframe(metrics.table_for(chart, events, ctx), hide_index=True)
+                        st.dataframe(chart.table(events, ctx), hide_index=True)
             with right:
-                st.markdown(texts[text_name])
+                st.markdown(texts[chart.lesson])
     if state.needs_final_rerun(run):
         st.rerun()

@@ -13,7 +13,11 @@ import streamlit as st
 
 from app import state
 from app.components import lesson, panel_figures
+from app.sections.inputs import MAX_PROMPT_TOKENS
+from app.services.experiments import BATCH_SIZES, BATCH_STEPS, COMPARE_DEFAULT_TOKENS, BatchJob, CompareJob
 from app.services.model import cached_ceilings, get_queue
+from core import perf
+from core.runner import encode_prompt
 
 POLL_S = 1.0  # a fragment pass costs the server CPU the measurement needs; a second is plenty
 
@@ -65,9 +69,6 @@ def batching_panel(loaded: Any) -> None:
 def _compare_prompt(loaded: Any) -> tuple[list[int] | None, str]:
     """The prompt the comparison runs: the one in the prompt box (through the chat template when it is
     on), so it works before any Generate; (None, why) when the box is empty or the prompt too long."""
-    from app.sections.inputs import MAX_PROMPT_TOKENS
-    from core.runner import encode_prompt
-
     text = str(state.get(state.PROMPT) or "")
     if not text.strip():
         return None, "Type a prompt above first: the comparison runs the prompt in the box."
@@ -78,8 +79,6 @@ def _compare_prompt(loaded: Any) -> tuple[list[int] | None, str]:
 
 
 def _compare_body(loaded: Any) -> None:
-    from app.services.experiments import COMPARE_DEFAULT_TOKENS, CompareJob
-
     st.markdown("### Cache on or off: why the cache exists, and what its growth costs")
     job = state.job(state.COMPARE)
     busy = job is not None and job.active
@@ -93,9 +92,9 @@ def _compare_body(loaded: Any) -> None:
             "of a step grows with the sequence, so the run is capped at 32 tokens. The end-of-turn token "
             "is ignored so all three run equally long.")
         n = st.slider("Tokens to generate in each mode", 4, COMPARE_DEFAULT_TOKENS, COMPARE_DEFAULT_TOKENS,
-                      key="compare_tokens", disabled=busy)
+                      key=state.COMPARE_TOKENS, disabled=busy)
         prompt_ids, why = _compare_prompt(loaded)
-        if st.button("Compare cache modes", key="compare_go", disabled=prompt_ids is None or busy):
+        if st.button("Compare cache modes", key=state.COMPARE_GO, disabled=prompt_ids is None or busy):
             job = CompareJob(get_queue(), loaded, prompt_ids, n).start()
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
@@ -112,7 +111,7 @@ def _compare_body(loaded: Any) -> None:
             st.plotly_chart(panel_figures.compare_figure(job.result), key="compare_fig")
             with st.expander("Cache comparison as a table"):
                 st.dataframe(pd.DataFrame(panel_figures.compare_rows(job.result)), hide_index=True)
-    if job is not None:
+    if job is not None and not job.active:  # a summary of half the forwards would mislead: wait for all
         summary = panel_figures.compare_summary(job.result)
         if summary:
             st.markdown(summary)
@@ -120,14 +119,12 @@ def _compare_body(loaded: Any) -> None:
 
 
 def _batching_body(loaded: Any) -> None:
-    from app.services.experiments import BATCH_SIZES, BATCH_STEPS, BatchJob
-
     st.markdown("### Batching: one decode step, many sequences")
     job = state.job(state.BATCHING)
     left, right = st.columns([3, 2], gap="large")
     with right:
         st.markdown(lesson.text("batching"))
-        if st.button("Measure batch sizes " + ", ".join(map(str, BATCH_SIZES)), key="batch_go",
+        if st.button("Measure batch sizes " + ", ".join(map(str, BATCH_SIZES)), key=state.BATCH_GO,
                      disabled=job is not None and job.active):
             job = BatchJob(get_queue(), loaded).start()
             state.set_job(state.BATCHING, job)
@@ -148,7 +145,7 @@ def _batching_body(loaded: Any) -> None:
                 if job.result.get("predicted"):
                     st.caption("The predictor alone, past the measured range:")
                     st.dataframe(pd.DataFrame(job.result["predicted"]), hide_index=True)
-    summary = panel_figures.batching_summary(job.result)
+    summary = panel_figures.batching_summary(job.result) if not job.active else ""
     if summary:
         st.markdown(summary)
     _poll(job, state.BATCHING_SEEN)
@@ -177,7 +174,7 @@ def about_rows(loaded: Any, run: Any, ceilings: Any) -> list[tuple[str, str, str
         ("layers · query heads · KV heads · head size",
          f"{cfg.num_hidden_layers} · {cfg.num_attention_heads} · "
          f"{getattr(cfg, 'num_key_value_heads', cfg.num_attention_heads)} · "
-         f"{getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads}", "model config"),
+         f"{perf.head_dim_from_config(cfg)}", "model config"),
         ("context window", f"{loaded.context_window:,} tokens", "model config"),
         ("torch threads", str(torch.get_num_threads()), "this server"),
         ("cache mode of your last run", run.settings.cache if run is not None else "no run yet", "your settings"),

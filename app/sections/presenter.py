@@ -3,7 +3,7 @@
 Turned on by the toggle at the top or by `?presenter=1` in a link. It hides Streamlit's menus and
 sidebar and the page's secondary panels, enlarges the text, and shows one tour step at a time
 (assets/lesson/tour.json, in lesson order) with Previous / Next buttons. Keys: Space, ← and → are
-the live player's (app/live.js: play or pause, step back, step forward); PageDown / PageUp (what
+the live player's (app/components/live/: play or pause, step back, step forward); PageDown / PageUp (what
 presentation clickers send) and N / P move through the tour, through a tiny components-v2
 component that clicks the tour buttons, because Streamlit has no keyboard API.
 """
@@ -18,11 +18,10 @@ from typing import Any
 import streamlit as st
 
 from app import state
+from app.components import lesson
+from app.sections import share_links
 
 TOUR_FILE = Path(__file__).resolve().parents[2] / "assets" / "lesson" / "tour.json"
-PRESENTER = "presenter"
-STEP = "pd_tour_step"
-PAGE = "pd_page"
 MODEL_SECTIONS = ("live", "replay", "compare", "batching")  # sections this page draws with the model
 REPLAY_SECTIONS = ("live", "replay")  # without the model: the recorded run only
 
@@ -49,8 +48,9 @@ CSS = """
 
 _KEYS_JS = """
 export default function (component) {
-  if (window.__pdTourKeys) return;
-  window.__pdTourKeys = true;
+  const lab = (window.pdLab = window.pdLab || {});  // the live view's state object (live/state.js)
+  if (lab.tourKeys) return;
+  lab.tourKeys = true;
   document.addEventListener("keydown", (ev) => {
     const t = ev.target, tag = (t && t.tagName) || "";
     if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || (t && t.isContentEditable)) return;
@@ -82,7 +82,7 @@ def steps_for(sections: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def active() -> bool:
-    return bool(st.session_state.get(PRESENTER, False))
+    return bool(st.session_state.get(state.PRESENTER, False))
 
 
 def _sections(model_ready: bool) -> tuple[str, ...]:
@@ -90,14 +90,14 @@ def _sections(model_ready: bool) -> tuple[str, ...]:
 
 
 def _index(steps: list[dict[str, Any]]) -> int:
-    if STEP not in st.session_state:  # a link's page opens the tour at that section
-        page = st.session_state.get(PAGE, "live")
-        st.session_state[STEP] = next((i for i, s in enumerate(steps) if s["section"] == page), 0)
-    return max(0, min(int(st.session_state[STEP]), len(steps) - 1))
+    if state.TOUR_STEP not in st.session_state:  # a link's page opens the tour at that section
+        page = st.session_state.get(state.PAGE, "live")
+        st.session_state[state.TOUR_STEP] = next((i for i, s in enumerate(steps) if s["section"] == page), 0)
+    return max(0, min(int(st.session_state[state.TOUR_STEP]), len(steps) - 1))
 
 
 def _move(delta: int, n: int) -> None:
-    st.session_state[STEP] = max(0, min(int(st.session_state.get(STEP, 0)) + delta, n - 1))
+    st.session_state[state.TOUR_STEP] = max(0, min(int(st.session_state.get(state.TOUR_STEP, 0)) + delta, n - 1))
 
 
 def current_step(model_ready: bool) -> dict[str, Any] | None:
@@ -107,12 +107,10 @@ def current_step(model_ready: bool) -> dict[str, Any] | None:
 
 def render_header() -> None:
     """The presenter toggle and the share box, top right; in presenter mode, the CSS too."""
-    from app.sections import share_links
-
     _, c2 = st.columns([5, 2], vertical_alignment="center")
     with c2:
         a, b = st.columns(2, vertical_alignment="center")
-        a.toggle("Presenter mode", key=PRESENTER, help="Large type, minimal chrome, guided tour. "
+        a.toggle("Presenter mode", key=state.PRESENTER, help="Large type, minimal chrome, guided tour. "
                  "Keys: Space play/pause · ← → step · PageDown/PageUp or N/P: tour")
         with b:
             share_links.render_share_box()
@@ -125,17 +123,15 @@ def render_tour(model_ready: bool) -> None:
     """The current tour step with Previous / Next; its section becomes the link's page."""
     if not active():
         return
-    from app.components import lesson
-
     steps = steps_for(_sections(model_ready))
     if not steps:
         return
     i = _index(steps)
     step = steps[i]
-    st.session_state[PAGE] = step["section"]  # share_links turns "live" into "replay" for a recording
+    st.session_state[state.PAGE] = step["section"]  # share_links turns "live" into "replay" for a recording
     run = state.current_run()
     values = lesson.values_for(run.events, run.ctx) if run is not None and run.ctx is not None else {}
-    text = lesson._SLOT.sub(lambda m: values.get(m.group(1), "—"), step["text"])
+    text = lesson.fill(step["text"], values)
     with st.container(key="pd_tour"):
         st.markdown(f"### {step['title']}")
         st.markdown(text)
@@ -147,18 +143,3 @@ def render_tour(model_ready: bool) -> None:
         c3.caption(f"Tour step {i + 1} of {len(steps)} · look at: {step.get('look_at', 'the charts')} · "
                    "keys: Space play/pause · ← → step · PageDown/PageUp or N/P tour")
 
-
-def render_section(loaded: Any) -> None:
-    """Presenter mode's after-run part: only what the current tour step needs."""
-    from app.sections import after_run, panels
-
-    step = current_step(loaded is not None)
-    run = state.current_run()
-    if run is not None and not run.active and run.events:
-        after_run.render_answer(run)
-    if step is None or loaded is None:
-        return
-    if step["section"] == "compare":
-        panels.compare_panel(loaded)
-    elif step["section"] == "batching":
-        panels.batching_panel(loaded)

@@ -8,39 +8,21 @@ A replay becomes the session's run (state.set_run), so the live view draws it wi
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import streamlit as st
 
 from app import state
+from app.components.text import plain, safe_name
+from app.sections import export
 from app.services import replay
+from core.trace import TraceError, load_trace_file
 
-UPLOAD = "pd_trace_upload"
-UPLOAD_MESSAGE = "pd_trace_message"
-UPLOAD_SEEN = "pd_trace_upload_seen"
-BUNDLED = "pd_bundled_choice"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # .streamlit/config.toml maxUploadSize = 20 (MB)
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
-
-
-def plain(text: str) -> str:
-    """Text shown literally by st.markdown-based elements: Markdown and HTML specials escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
-
-
-def safe_name(name: str) -> str:
-    """A file name fit to show inside a message: plain characters only, never markup."""
-    cleaned = re.sub(r"[^A-Za-z0-9._ -]", "_", str(name or "file"))[:80]
-    return cleaned or "file"
 
 
 def load_upload(content: bytes, name: str, tokenizer: Any = None) -> tuple[Any | None, str]:
     """(a replay run, "") for a good trace file, or (None, why not) for any bad one. Never raises."""
-    from core.trace import TraceError, load_trace_file
-
     label = safe_name(name)
     if len(content) > MAX_UPLOAD_BYTES:
         return None, (f"'{label}' is {len(content) / 2**20:.1f} MB; a trace file may be at most "
@@ -61,21 +43,21 @@ def load_upload(content: bytes, name: str, tokenizer: Any = None) -> tuple[Any |
 
 
 def _on_upload(tokenizer: Any) -> None:
-    files = st.session_state.get(UPLOAD)
+    files = st.session_state.get(state.UPLOAD)
     if files is None:
         return
     content = files.getvalue()
     run, message = load_upload(content, files.name, tokenizer)
     if run is None:
-        st.session_state[UPLOAD_MESSAGE] = ("error", message)
+        st.session_state[state.UPLOAD_MESSAGE] = ("error", message)
         return
     state.set_run(run)
-    st.session_state[UPLOAD_MESSAGE] = ("success", f"Loaded '{safe_name(files.name)}': "
+    st.session_state[state.UPLOAD_MESSAGE] = ("success", f"Loaded '{safe_name(files.name)}': "
                                                    f"{len(run.events)} steps, replaying below.")
 
 
 def play_bundled(name: str | None = None) -> None:
-    name = name or st.session_state.get(BUNDLED) or replay.DEFAULT_BUNDLED
+    name = name or st.session_state.get(state.BUNDLED) or replay.DEFAULT_BUNDLED
     if name not in replay.bundled_names():
         name = replay.bundled_names()[0]
     state.set_run(replay.bundled(name))
@@ -118,51 +100,16 @@ def render_tools(loaded: Any = None, expanded: bool = False) -> None:
         names = replay.bundled_names()
         c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
         if names:
-            c1.selectbox("Bundled recordings (real runs of this model)", names, key=BUNDLED,
+            c1.selectbox("Bundled recordings (real runs of this model)", names, key=state.BUNDLED,
                          format_func=replay.bundled_label)
             c2.button("Replay it", key="pd_replay_bundled", on_click=play_bundled, width="stretch")
         tokenizer = getattr(loaded, "tokenizer", None)
         st.file_uploader("Load a trace file (.json saved by this page or `python -m core generate --json`)",
-                         type=["json"], key=UPLOAD, on_change=_on_upload, args=(tokenizer,),
+                         type=["json"], key=state.UPLOAD, on_change=_on_upload, args=(tokenizer,),
                          help="At most 20 MB. A file that is not a valid trace is refused with a message; "
                               "what is on screen stays.")
-        kind_message = st.session_state.get(UPLOAD_MESSAGE)
+        kind_message = st.session_state.get(state.UPLOAD_MESSAGE)
         if kind_message:
             kind, message = kind_message
             (st.error if kind == "error" else st.success)(plain(message))
-        from app.sections import export as export_section
-
-        export_section.render(state.current_run(), key_prefix="tools")
-
-
-def render_without_model(status: str, message: str | None) -> None:
-    """The page while the model is preparing ("loading") or cannot load ("failed"): a recording replays."""
-    from app.components import figures, lesson
-    from app.sections import after_run, model_gate, presenter
-    from app.sections.live_view import live_view
-
-    ensure_something_on_screen()
-    model_banner(status, message or "")
-    if status == "loading":
-        model_gate.watch_until_ready()
-    else:
-        st.button("Try loading the model again", key="pd_model_retry", on_click=model_gate.retry)
-    render_tools(None)
-    presenter.render_tour(False)
-    run = state.current_run()
-    replay_banner(run)
-    st.divider()
-    live_view(None)
-    run = state.current_run()
-    if run is None or run.active or not run.events:
-        return
-    st.divider()
-    after_run.render_answer(run)
-    if presenter.active():
-        return
-    after_run.render_layer_detail(run)
-    st.divider()
-    st.markdown(lesson.text("formulas", lesson.values_for(run.events, run.ctx)))
-    after_run.render_crossover(run.events, run.ctx)
-    st.caption(f"The cache comparison and batching experiments need the live model "
-               f"({figures.fmt_bytes(run.ctx.kv_bytes_per_token)} of cache per token here, computed).")
+        export.render(state.current_run(), key_prefix="tools")

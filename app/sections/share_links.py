@@ -18,12 +18,11 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from app import state
+from app.components.text import plain
+from app.sections import recordings
+from app.services import replay
+from core.share import DEFAULTS, link_notices, parse_query_params, to_query_params
 
-APPLIED = "pd_link_applied"
-NOTICES = "pd_link_notices"
-PAGE = "pd_page"
-PRESENTER = "presenter"
-TOP_P = "top_p"
 TRACE_KEY = "trace"  # not part of core.share: names a bundled recording, ignored by other readers
 RECOVERED_KEY = "recovered"  # added by live.js when it reloads a page that went blank
 RECOVERED_NOTICE = ("This page stopped drawing and was reloaded; your prompt and settings were kept. "
@@ -32,8 +31,8 @@ _TRACE_NAME = re.compile(r"[a-z0-9-]{1,40}")
 
 # ViewParams field -> the widget key holding it
 WIDGET_KEYS = {"prompt": state.PROMPT, "max_new_tokens": state.MAX_NEW, "temperature": state.TEMPERATURE,
-               "top_k": state.TOP_K, "top_p": TOP_P, "seed": state.SEED, "cache": state.CACHE,
-               "presenter": PRESENTER, "page": PAGE}
+               "top_k": state.TOP_K, "top_p": state.TOP_P, "seed": state.SEED, "cache": state.CACHE,
+               "presenter": state.PRESENTER, "page": state.PAGE}
 
 
 def _raw_params() -> dict[str, list[str]]:
@@ -42,11 +41,9 @@ def _raw_params() -> dict[str, list[str]]:
 
 def apply_link_once() -> None:
     """First run of a session: the link's values into the widgets (before they are drawn)."""
-    if st.session_state.get(APPLIED):
+    if st.session_state.get(state.LINK_APPLIED):
         return
-    st.session_state[APPLIED] = True
-    from core.share import parse_query_params
-
+    st.session_state[state.LINK_APPLIED] = True
     raw = _raw_params()
     view, notices = parse_query_params(raw)
     for field, key in WIDGET_KEYS.items():
@@ -55,18 +52,14 @@ def apply_link_once() -> None:
     if RECOVERED_KEY in raw:
         notices.insert(0, RECOVERED_NOTICE)
     if view.page == "replay" or trace:
-        from app.sections import recordings as replay_section
-
-        replay_section.play_bundled(trace)
-    st.session_state[NOTICES] = notices
+        recordings.play_bundled(trace)
+    st.session_state[state.LINK_NOTICES] = notices
 
 
 def _bundled_from(raw: dict[str, list[str]], notices: list[str]) -> str | None:
     values = raw.get(TRACE_KEY) or []
     if not values:
         return None
-    from app.services import replay
-
     name = values[-1].strip().lower()
     if _TRACE_NAME.fullmatch(name) and name in replay.bundled_names():
         return name
@@ -77,16 +70,12 @@ def _bundled_from(raw: dict[str, list[str]], notices: list[str]) -> str | None:
 
 def show_notices() -> None:
     """The link's problems, each as plain text (core.share never quotes unsafe values)."""
-    from app.sections.recordings import plain
-
-    for notice in st.session_state.get(NOTICES) or []:
+    for notice in st.session_state.get(state.LINK_NOTICES) or []:
         st.info(plain(notice), icon=":material/link:")
 
 
 def current_view() -> Any:
     """The ViewParams the widgets hold now (unset widgets at their defaults)."""
-    from core.share import DEFAULTS
-
     values = {}
     for field, key in WIDGET_KEYS.items():
         if key in st.session_state:
@@ -99,8 +88,6 @@ def current_view() -> Any:
 
 
 def link_params() -> dict[str, str]:
-    from core.share import to_query_params
-
     view = current_view()
     run = state.current_run()
     bundled = _bundled_name(run)
@@ -140,8 +127,6 @@ def share_url() -> str:
 
 def render_share_box() -> None:
     """A 'Share this view' popover: the link, with a copy button, and what it cannot carry."""
-    from core.share import link_notices
-
     with st.popover("Share this view", icon=":material/link:", help="A link that reopens this page with this prompt and settings"):
         st.code(share_url(), language=None, wrap_lines=True)
         st.caption("The copy icon copies it; the address bar holds the same link.")

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core import perf
+from core.cost import forward_cost
+from core.spec import spec_from_config
+
 
 @dataclass(frozen=True)
 class Ceilings:
@@ -42,13 +46,13 @@ class RunContext:
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, all layers, one sequence: 2 x layers x KV heads x head_dim x bytes."""
-        return 2 * self.n_layers * self.n_kv_heads * self.head_dim * self.dtype_bytes
+        """K and V, all layers, one sequence (core.perf.kv_bytes_per_token)."""
+        return perf.kv_bytes_per_token(self.n_layers, self.n_kv_heads, self.head_dim, self.dtype_bytes)
 
     @property
     def kv_bytes_per_cell(self) -> int:
         """One layer, one position, K and V, every batch row: what one grid cell holds."""
-        return 2 * self.n_kv_heads * self.head_dim * self.dtype_bytes * self.batch
+        return perf.kv_bytes_per_token(1, self.n_kv_heads, self.head_dim, self.dtype_bytes) * self.batch
 
     @property
     def group_size(self) -> int:
@@ -73,7 +77,7 @@ def build_context(loaded: Any, prompt_ids: list[int], max_new_tokens: int, batch
                   ceilings: Ceilings | None = None, weight_bytes: int | None = None) -> RunContext:
     cfg = loaded.config
     n_heads = int(cfg.num_attention_heads)
-    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads)
+    head_dim = perf.head_dim_from_config(cfg)
     special = set(getattr(loaded.tokenizer, "all_special_ids", []) or [])
     dtype_bytes = next(loaded.model.parameters()).element_size()
     if weight_bytes is None:
@@ -90,9 +94,6 @@ def build_context(loaded: Any, prompt_ids: list[int], max_new_tokens: int, batch
 def decode_weight_bytes(loaded: Any) -> int | None:
     """Weight bytes one decode step reads, from core's cost model (None if core cannot price it)."""
     try:
-        from core.cost import forward_cost
-        from core.spec import spec_from_config
-
         dtype = {1: "int8", 2: "bf16", 4: "fp32"}.get(next(loaded.model.parameters()).element_size(), "fp32")
         return int(forward_cost(spec_from_config(loaded.config), 1, 1, 1, weight_dtype=dtype).bytes["weights"])
     except Exception:  # an architecture the cost model refuses: the page says "not priced"

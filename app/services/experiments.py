@@ -15,9 +15,13 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from app.services.jobs import Job, RunQueue
+from app.services.jobs import ModelJob, RunQueue
 from app.services.model import make_annotator
+from core import perf
+from core.dtypes import normalize_dtype
+from core.predictor import cost_for_event, host_predictor
 from core.runner import NO_CACHE_MAX_NEW_TOKENS, GenerationSettings, encode_prompt, run
+from core.spec import spec_from_config
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 PREDICTED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)  # the predictor goes on past what is measured
@@ -34,7 +38,7 @@ def _warm_up(loaded: Any, prompt_ids: list[int], batch: int = 1) -> None:
         pass
 
 
-class CompareJob(Job):
+class CompareJob(ModelJob):
     """The same prompt and token count with each cache mode; EOS ignored so every mode runs as long.
 
     result["modes"][mode] is the measured ms of each forward; result["predicted"][mode] the
@@ -82,7 +86,7 @@ class CompareJob(Job):
                 self.result["modes"][mode].append(event.latency_ms)  # last: readers key off this list
 
 
-class BatchJob(Job):
+class BatchJob(ModelJob):
     """Decode step time at several batch sizes, with a short context, measured beside the prediction."""
 
     kind = "batching"
@@ -118,7 +122,7 @@ class BatchJob(Job):
                 "decode step ms (predicted)": round(pred_ms, 2) if pred_ms else None,
                 "tokens/s (measured)": round(b * 1000.0 / step_ms, 1),
                 "tokens/s (predicted)": round(b * 1000.0 / pred_ms, 1) if pred_ms else None,
-                "prefill ms (measured)": round(events[0].latency_ms, 1),
+                "prefill ms (measured)": round(perf.ttft_ms(events), 1),
             })
 
 
@@ -130,32 +134,18 @@ def predicted_batches(loaded: Any, prompt_len: int) -> tuple[list[dict[str, Any]
     the same weight read; above it every extra row adds its own arithmetic time.
     """
     try:
-        from core.dtypes import normalize_dtype
-        from core.predictor import cost_for_event, host_predictor
-        from core.spec import spec_from_config
-
         spec = spec_from_config(loaded.config)
         dtype = normalize_dtype(loaded.info.dtype)
-        predictor = host_predictor(spec, dtype)
+        predictor = host_predictor(spec, dtype, measure=True)  # runs inside a queued job
     except Exception:  # no calibration or an architecture core cannot price: measured numbers only
         return [], None
     n_cached = prompt_len + BATCH_STEPS // 2
-    rows, crossover = [], None
-
-    def split(b: float) -> tuple[float, float]:
-        terms = predictor.terms_s(cost_for_event(spec, 1, n_cached, max(1, round(b)), dtype), "decode")
-        coef = predictor.coef
-        return coef["compute"] * terms["compute"], coef["memory"] * terms["memory"] + coef["kv"] * terms["kv"]
-
+    rows = []
     for b in PREDICTED_BATCHES:
         cost = cost_for_event(spec, 1, n_cached, b, dtype)
         ms = predictor.predict_s(cost, "decode") * 1000.0
-        compute, memory = split(b)
+        compute, memory = perf.decode_split_s(spec, predictor, n_cached, b, dtype)
         rows.append({"batch": b, "step ms (predicted)": round(ms, 2), "tokens/s (predicted)": round(b * 1000.0 / ms, 1),
                      "compute ms (predicted)": round(compute * 1000, 2), "memory ms (predicted)": round(memory * 1000, 2)})
-    for b in range(1, 4097):
-        compute, memory = split(b)
-        if compute >= memory:
-            crossover = float(b)
-            break
-    return rows, crossover
+    crossover = perf.compute_bound_batch(spec, predictor, n_cached, dtype)
+    return rows, None if crossover is None else float(crossover)

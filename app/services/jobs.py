@@ -1,11 +1,17 @@
-"""Background jobs on the one shared model, queued so runs from different readers never interleave.
+"""Background jobs, queued so CPU-heavy work from different readers never interleaves.
 
-Why threads: the model must not run in Streamlit's script thread, or a click (which with
+Why threads: the work must not run in Streamlit's script thread, or a click (which with
 fastReruns starts a new script run at once) would abandon or stall it, and the page could not
-draw while it runs. Each job is one thread; the page only reads its fields and asks it to stop.
+draw while it runs. Each job waits in its own thread; the page only reads its fields and asks it
+to stop.
 
-Why a queue: the model and torch's single thread are one resource; two interleaved runs would
-each measure the other's work. A job waits its turn in a FIFO and reports its position.
+Why a queue: the CPU is one resource; two interleaved runs would each measure the other's work,
+and a CPU-heavy simulation beside a live run would slow its tokens. A job waits its turn in a FIFO
+and reports its position.
+
+Two kinds: a `Job` does its `work()` on its own thread (a simulation, a load generator: CPU work
+that needs no model); a `ModelJob` does it on the one long-lived model thread (see _ModelThread).
+Both wait in the same queue.
 
 Why the poll watchdog: a reader may close the tab mid-run. The page touches its job on every
 poll; a job nobody polled for `ABANDON_AFTER_S` stops itself, so no thread outlives its reader.
@@ -20,9 +26,15 @@ import time
 from collections.abc import Callable
 
 from app.services.process_memory import trim
+from core.runner import SettingsError
 
 ABANDON_AFTER_S = 30.0
 _ids = itertools.count(1)
+
+
+def next_id() -> int:
+    """A new id, unique in this server process, for a job or anything the page treats as a run."""
+    return next(_ids)
 
 
 class _ModelThread:
@@ -32,8 +44,8 @@ class _ModelThread:
     Why not in each job's own thread: glibc gives threads separate malloc arenas, and memory a run
     frees stays in its arena for whichever thread uses that arena next. With a fresh thread per
     run, runs landed on different arenas, each kept its own heap top (which malloc_trim cannot
-    give back), and over fifty Stop/Generate cycles the server's RSS grew by 6 to 59 MB (seven
-    runs here). On one model thread it grew by 0.3 to 4.0 MB (six runs).
+    give back), and the server's memory grew run after run; on one model thread it stays flat
+    (tests/test_load.py watches it over fifty Stop/Generate cycles).
 
     Not a ThreadPoolExecutor: its workers are joined at interpreter exit, so a run in progress
     would hold up the server's shutdown; this thread is a daemon."""
@@ -117,7 +129,7 @@ class RunQueue:
 
 
 class Job:
-    """One unit of model work in its own thread. Subclasses implement `work()`.
+    """One unit of queued CPU work, done on its own thread. Subclasses implement `work()`.
 
     status: queued -> running -> done | stopped | abandoned | error. Fields are written by the
     worker thread and only read by the page, so no lock is needed beyond the GIL.
@@ -126,7 +138,7 @@ class Job:
     kind = "job"
 
     def __init__(self, queue: RunQueue) -> None:
-        self.id = next(_ids)
+        self.id = next_id()
         self.queue = queue
         self.status = "queued"
         self.error: str | None = None
@@ -174,6 +186,9 @@ class Job:
     def work(self) -> None:
         raise NotImplementedError
 
+    def _do_work(self) -> None:
+        self.work()
+
     def _main(self) -> None:
         self._abandoned = False
         if not self.queue.acquire(self.id, self.should_stop):
@@ -183,7 +198,7 @@ class Job:
         try:
             self.status = "running"
             self.started = time.monotonic()
-            _model_thread.call(self.work)
+            self._do_work()
             if self._abandoned:
                 self.status = "abandoned"
             elif self._cancel.is_set():
@@ -195,16 +210,20 @@ class Job:
             self.status = "error"
         finally:
             self.finished = time.monotonic()
-            trim()  # what the run freed goes back to the system (app.process_memory)
+            trim()  # what the run freed goes back to the system (app.services.process_memory)
             self.queue.release(self.id)
 
 
-def _explain(exc: Exception) -> str:
-    try:
-        from core.runner import SettingsError
+class ModelJob(Job):
+    """A job whose `work()` touches the model: it runs on the one model thread, after its turn in
+    the queue, so the model's memory stays in one malloc arena run after run."""
 
-        if isinstance(exc, SettingsError):
-            return str(exc)
-    except ImportError:
-        pass
+    def _do_work(self) -> None:
+        _model_thread.call(self.work)
+
+
+def _explain(exc: Exception) -> str:
+    """A failure in words for the page: a settings problem as its own message, anything else with its type."""
+    if isinstance(exc, SettingsError):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -8,13 +8,19 @@ machine by core (and cached on disk by it).
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
+import time
 from typing import Any
 
 import streamlit as st
+from streamlit import config
 
 from app.services.context import Ceilings
-from app.services.jobs import Job, RunQueue
+from app.services.jobs import ModelJob, RunQueue
+from core.calibrate import resolve_hardware
+from core.model import load_default
+from core.predictor import default_annotator
 
 _ceilings_lock = threading.Lock()
 _ceilings: Ceilings | None = None
@@ -23,8 +29,6 @@ _ceilings: Ceilings | None = None
 @st.cache_resource(show_spinner=False)
 def get_model():
     """Load the default model once per server process (preparing it on first use)."""
-    from core.model import load_default
-
     loaded = load_default()
     _keep_gc_off_the_model()
     return loaded
@@ -34,15 +38,11 @@ def _keep_gc_off_the_model() -> None:
     """Stop Python's garbage collector from stalling generation.
 
     Streamlit runs a full `gc.collect()` after every script run, fragment reruns included; with
-    torch and transformers loaded that walks ~450k objects and took ~300 ms here, holding the GIL
-    that the model thread needs between kernels: at five fragment passes a second, decode steps
-    went from ~85 ms to several seconds. So the long-lived objects loaded so far are frozen out of
-    collection, and the per-run collection is switched off (the live view makes no cycles worth it).
+    torch and transformers loaded that walks hundreds of thousands of objects while holding the GIL
+    that the model thread needs between kernels, so frequent fragment passes made decode steps
+    many times slower. So the long-lived objects loaded so far are frozen out of collection, and
+    the per-run collection is switched off (the live view makes no cycles worth it).
     """
-    import gc
-
-    from streamlit import config
-
     gc.collect()
     gc.freeze()
     # an option this Streamlit may not have: freezing alone keeps collections short
@@ -72,9 +72,7 @@ def cached_ceilings() -> Ceilings | None:
 
 def _measure_ceilings() -> Ceilings:
     try:
-        from core.hardware import load_hardware
-
-        hw = load_hardware("host")
+        hw = resolve_hardware("host", measure=True)  # runs inside a queued job: measuring is allowed
         cal = hw.calibration or {}
         return Ceilings(bandwidth=float(hw.bandwidth), peak_flops=float(hw.peak_flops.get("fp32") or 0) or None,
                         copy_bandwidth=cal.get("bandwidth_copy_bytes_per_s"), label=f"{hw.label} · {hw.variant}")
@@ -83,18 +81,15 @@ def _measure_ceilings() -> Ceilings:
 
 
 def make_annotator(loaded: Any):
-    """core.predictor's annotator (cost + predicted time per event), or None when core has none."""
+    """core.predictor's annotator (cost + predicted time per event), or None for a model core cannot price.
+    Called from queued jobs only, so it may calibrate the machine if no calibration is cached."""
     try:
-        from core.predictor import default_annotator
-    except ImportError:
-        return None
-    try:
-        return default_annotator(loaded)
+        return default_annotator(loaded, measure=True)
     except Exception:  # a model core cannot price: the page shows measured numbers only
         return None
 
 
-class CalibrationJob(Job):
+class CalibrationJob(ModelJob):
     """Measures the ceilings (and warms core's predictor) once, queued like any run, right after the
     model loads, so a reader's first Generate rarely waits for it. Never abandoned: it serves everyone."""
 
@@ -130,3 +125,33 @@ def start_calibration(loaded: Any) -> None:
     with _ceilings_lock:
         if _calibration_job is None:
             _calibration_job = CalibrationJob(get_queue(), loaded).start()
+
+
+class ModelLoader:
+    """One background load of the default model; `loaded` or `error` once `done` is set."""
+
+    def __init__(self) -> None:
+        self.loaded: Any = None
+        self.error: str | None = None
+        self.done = threading.Event()
+        self.started = time.monotonic()
+        threading.Thread(target=self._main, name="pdlab-model-load", daemon=True).start()
+
+    def _main(self) -> None:
+        try:
+            self.loaded = get_model()
+        except Exception as exc:  # shown on the page as a banner, never a traceback
+            self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+        finally:
+            self.done.set()
+
+
+@st.cache_resource(show_spinner=False)
+def model_loader() -> ModelLoader:
+    """The server's one background load of the default model (started by the first page that asks)."""
+    return ModelLoader()
+
+
+def retry_model_load() -> None:
+    """Forget a failed load so the next page run tries again (a 'try again' button)."""
+    model_loader.clear()

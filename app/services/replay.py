@@ -16,8 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from app.services.context import Ceilings, RunContext
-from app.services.jobs import _ids
+from app.services.context import Ceilings, RunContext, token_label
+from app.services.jobs import next_id
+from core import perf
 from core.trace import Trace, bundled_traces, load_trace_file
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
@@ -71,11 +72,11 @@ def context_from_trace(trace: Trace, tokenizer: Any = None) -> RunContext:
     elif first is not None and first.kv_norms:
         keys = first.kv_norms.get("key") or []
         n_layers, n_kv = len(keys), len(keys[0]) if keys else 1
-        head_dim = int(cfg.get("head_dim") or 64)
+        head_dim = perf.head_dim_from_config(cfg, default=64)
     else:
         n_layers = int(cfg.get("num_hidden_layers") or 1)
         n_kv = int(cfg.get("num_key_value_heads") or cfg.get("num_attention_heads") or 1)
-        head_dim = int(cfg.get("head_dim") or 64)
+        head_dim = perf.head_dim_from_config(cfg, default=64)
     n_heads = int(cfg.get("num_attention_heads") or n_kv)
     if n_heads % max(n_kv, 1):
         n_heads = n_kv
@@ -83,8 +84,6 @@ def context_from_trace(trace: Trace, tokenizer: Any = None) -> RunContext:
     if trace.prompt_tokens is not None:
         texts = list(trace.prompt_tokens)
     elif tokenizer is not None:
-        from app.services.context import token_label
-
         texts = [token_label(tokenizer, i) for i in ids]
     else:
         texts = [f"#{i}" for i in ids]  # an old trace and no tokenizer: label by id
@@ -133,7 +132,7 @@ class ReplayRun:
     queue_position = -1
 
     def __post_init__(self) -> None:
-        self.id = next(_ids)
+        self.id = next_id()
         self.events = list(self.trace_data.events)
         self.prompt = self.trace_data.prompt_text
         self.prompt_ids = list(self.trace_data.prompt_token_ids)
@@ -153,9 +152,6 @@ class ReplayRun:
 
     def stop(self) -> None:
         pass
-
-    def wall_decode_tokens_per_s(self) -> None:
-        return None
 
     def trace(self) -> Trace:
         return self.trace_data

@@ -7,19 +7,19 @@ one Event per forward. The fragment that draws reads `events` and never blocks t
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any
 
 from app.services.context import RunContext, build_context
-from app.services.jobs import Job, RunQueue
+from app.services.jobs import ModelJob, RunQueue
 from app.services.model import get_ceilings, make_annotator
-from core.runner import GenerationSettings, run
-from core.trace import Event, Trace
+from core.runner import GenerationSettings, environment, run
+from core.settings import bench_log
+from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
 
-class GenerationRun(Job):
+class GenerationRun(ModelJob):
     kind = "generate"
 
     def __init__(self, queue: RunQueue, loaded: Any, prompt: str, prompt_ids: list[int],
@@ -46,16 +46,16 @@ class GenerationRun(Job):
                          annotate=annotate):
             self.events.append(event)  # list.append is atomic: readers see whole events only
             self.wall.append(time.perf_counter() - start)
-        if os.environ.get("PDLAB_BENCH_LOG") and self.wall_decode_tokens_per_s():
+        if bench_log() and self.wall_decode_tokens_per_s():
             # app.bench reads this line to compare the page's decode rate with the runner alone
             print(f"PDLAB_RUN_WALL_TPS {self.wall_decode_tokens_per_s():.4f}", file=sys.stderr, flush=True)
         last = self.events[-1] if self.events else None
         if self.should_stop():
-            self.stop_reason = "stopped"
+            self.stop_reason = STOP_STOPPED
         elif last is not None and len(self.events) >= self.settings.max_new_tokens:
-            self.stop_reason = "max_new_tokens"
+            self.stop_reason = STOP_MAX_NEW_TOKENS
         else:
-            self.stop_reason = "eos"
+            self.stop_reason = STOP_EOS
 
     @property
     def generated_text(self) -> str:
@@ -68,8 +68,6 @@ class GenerationRun(Job):
         return (len(self.wall) - 1) / (self.wall[-1] - self.wall[0])
 
     def trace(self) -> Trace:
-        from core.runner import environment
-
         return Trace(model=self.loaded.info.to_dict(), settings=self.settings.to_dict(),
                      prompt_token_ids=list(self.prompt_ids), events=list(self.events),
                      generated_text=self.generated_text, prompt_text=self.prompt,
