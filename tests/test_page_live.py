@@ -175,7 +175,7 @@ def test_a_chart_that_missed_every_send_asks_again_and_catches_up(app_server, ta
 
 
 def test_a_page_whose_app_vanished_reloads_once_with_its_prompt(app_server, tall_page):
-    """The blank-page watchdog (live/watchdog.js, issue 5): a page whose Streamlit app has unmounted is
+    """The blank-page watchdog (live/watchdog.js): a page whose Streamlit app has unmounted is
     reloaded from its link, which keeps the prompt and settings and says what happened; a second
     blank page within the minute is left alone, so a page that fails at once cannot loop."""
     page = tall_page

@@ -178,7 +178,7 @@ def test_a_good_link_sets_the_widgets_and_the_url_keeps_it(no_model):
 
 
 def test_a_page_reloaded_after_going_blank_says_so_and_keeps_the_link(no_model):
-    """live.js reloads a page whose app unmounted, adding `recovered` to its link (issue 5)."""
+    """live/watchdog.js reloads a page whose app unmounted, adding `recovered` to its link."""
     at = _open({"prompt": "Why is the Moon bright?", "max_new_tokens": "12", "recovered": "1"})
     assert "stopped drawing and was reloaded" in _texts(at.info)
     assert (at.session_state["prompt"], at.session_state["max_new_tokens"]) == ("Why is the Moon bright?", 12)

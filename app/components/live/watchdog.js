@@ -1,7 +1,7 @@
 // The blank-page watchdog.
 //
 // Under heavy load Streamlit's page can, rarely, unmount its whole app after a render error and
-// leave the reader a white page (issue 5). This script lives in the page's own window, so its
+// leave the reader a white page. This script lives in the page's own window, so its
 // timer outlives the app: when the app has been gone for BLANK_AFTER_MS it reloads the page,
 // at most once every BLANK_RELOAD_EVERY_MS (so a page that fails at once does not loop). The
 // address bar holds the prompt and settings (app/sections/share_links.py), so the reload keeps
