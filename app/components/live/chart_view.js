@@ -10,6 +10,7 @@ class ChartView {
     this.key = key; this.name = name; this.runId = null; this.fig = null; this.frames = new Map();
     this.applied = -1; this.root = null; this.div = null; this.drawing = false; this.dirty = false;
     this.lastPoints = 0; this.plotted = false; this.hidden = new Set(); this.legendKey = null;
+    this.revision = 0; // Plotly's datarevision: one per redraw (see react)
   }
 
   mount(parent) {
@@ -106,11 +107,18 @@ class ChartView {
       if (!this.pending) this.pending = setTimeout(() => { this.pending = null; this.react(); }, wait);
       return;
     }
+    if (this.pending) { clearTimeout(this.pending); this.pending = null; } // this draw is the one it waited for
     this.lastDraw = performance.now();
     this.drawing = true;
     const colors = themeColors(this.root);
     const sized = this.width ? { autosize: false, width: this.width } : { autosize: true };
-    const layout = Object.assign({}, this.fig.layout, { datarevision: this.applied }, sized);
+    // Every redraw is a new data revision, also one with no new step (a queued redraw whose step
+    // was already drawn, a chart caught up after it was off screen): the layout handed to Plotly
+    // is built afresh without the ranges Plotly autoranged last time, and Plotly.react with an
+    // unchanged datarevision skips the autorange, so each autoranged axis fell back to its
+    // default range (0-4) under data drawn far above it.
+    this.revision += 1;
+    const layout = Object.assign({}, this.fig.layout, { datarevision: this.revision }, sized);
     layout.font = Object.assign({}, layout.font || {}, { color: colors.text });
     for (const ax of ["xaxis", "yaxis", "yaxis2"]) {
       if (layout[ax]) layout[ax] = Object.assign({ gridcolor: colors.grid, zerolinecolor: colors.grid }, layout[ax]);
