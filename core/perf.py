@@ -62,6 +62,45 @@ def achieved_bandwidth(events: Sequence[TimedEvent]) -> float | None:
     return statistics.fmean(rates) if rates else None
 
 
+def paper_ms(event: TimedEvent, bandwidth: float | None) -> float | None:
+    """The textbook estimate of one forward: its bytes (computed) over the machine's bandwidth.
+
+    What "decode is memory-bound, so a step takes bytes / bandwidth" promises, before any fixed
+    cost, slower real kernels or arithmetic. None for an unpriced event or no bandwidth.
+    """
+    if not event.cost or not bandwidth:
+        return None
+    return 1000.0 * event.cost["bytes"]["total"] / bandwidth
+
+
+# Predicted terms that a forward pays once whatever its length, and those that grow with its tokens.
+FIXED_TERMS = ("overhead", "memory", "prefill_extra")
+PER_TOKEN_TERMS = ("compute", "kv")
+
+
+def scaled_prefill_ms(terms_ms: Mapping[str, float], tokens_priced: int, tokens: int) -> float:
+    """A prefill of `tokens` tokens from the predicted terms of one priced at `tokens_priced`.
+
+    The fixed cost and the weight stream are paid once per forward; the arithmetic and the cache
+    writes grow with the tokens. Linear in the tokens, so it leaves out attention's quadratic part:
+    for a short prompt's terms stretched to a few thousand tokens it reads somewhat low.
+    """
+    fixed = sum(terms_ms.get(k, 0.0) for k in FIXED_TERMS)
+    per_token = sum(terms_ms.get(k, 0.0) for k in PER_TOKEN_TERMS) / max(1, tokens_priced)
+    return fixed + per_token * max(0, tokens)
+
+
+def median_terms_ms(events: Sequence[Any], phase: str = "decode") -> dict[str, float]:
+    """The median of each predicted term (Event.predicted_terms_ms) over one phase's events.
+
+    Empty when no event of that phase carries the split (an old trace, or an unpriced model).
+    """
+    rows = [e.predicted_terms_ms for e in events if e.phase == phase and getattr(e, "predicted_terms_ms", None)]
+    if not rows:
+        return {}
+    return {k: statistics.median(r.get(k, 0.0) for r in rows) for k in rows[0]}
+
+
 def prediction_error_pct(predicted_ms: float | None, measured_ms: float) -> float | None:
     """(predicted - measured) / measured x 100, rounded to ERROR_PCT_DECIMALS.
 

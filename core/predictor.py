@@ -68,8 +68,13 @@ class Predictor:
         }
 
     def predict_s(self, cost: ForwardCost | dict, phase: str) -> float:
+        return float(sum(self.contributions_s(cost, phase).values()))
+
+    def contributions_s(self, cost: ForwardCost | dict, phase: str) -> dict[str, float]:
+        """Each term times its coefficient, in seconds: the prediction split into what it is made of
+        (they sum to predict_s), so a page can show where a step's time goes."""
         terms = self.terms_s(cost, phase)
-        return float(sum(self.coef[k] * terms[k] for k in TERMS))
+        return {k: self.coef[k] * terms[k] for k in TERMS}
 
     def naive_s(self, cost: ForwardCost | dict) -> float:
         """The textbook roofline with the same ceilings: max(FLOPs / peak, bytes / bandwidth)."""
@@ -257,7 +262,9 @@ def make_annotator(spec: ModelSpec, predictor: Predictor | None, dtype: str) -> 
         cost = cost_for_event(spec, n_new, n_cached, batch, dtype, attn_len)
         event.cost = cost.to_dict()
         if predictor is not None:
-            event.predicted_ms = round(predictor.predict_s(cost, event.phase) * 1000.0, 4)
+            parts = predictor.contributions_s(cost, event.phase)
+            event.predicted_ms = round(sum(parts.values()) * 1000.0, 4)
+            event.predicted_terms_ms = {k: round(v * 1000.0, 4) for k, v in parts.items()}
 
     return annotate
 

@@ -46,6 +46,9 @@ class Event:
     kv_bytes: int = 0
     kv_bytes_allocated: int | None = None
     predicted_ms: float | None = None
+    # The prediction split into the predictor's additive terms (core.predictor.TERMS), in ms; they
+    # sum to predicted_ms. Traces recorded before it existed simply lack it.
+    predicted_terms_ms: dict[str, float] | None = None
     cost: dict[str, Any] | None = None
     kv_norms: dict[str, list] | None = None
 
@@ -131,7 +134,8 @@ def bundled_traces() -> dict[str, Path]:
 _EVENT_REQUIRED = {"phase": str, "positions": list, "token_id": int, "token_text": str,
                    "latency_ms": (int, float), "kv_seq_len": int, "kv_shapes": list}
 _EVENT_OPTIONAL = {"step": int, "kv_bytes": int, "kv_bytes_allocated": int,
-                   "predicted_ms": (int, float), "cost": dict, "kv_norms": dict}
+                   "predicted_ms": (int, float), "predicted_terms_ms": dict, "cost": dict,
+                   "kv_norms": dict}
 
 
 def _check_type(where: str, key: str, value: Any, kind) -> None:
@@ -165,6 +169,11 @@ def _parse(data: Any) -> Trace:
         for key, kind in _EVENT_OPTIONAL.items():
             if raw.get(key) is not None:
                 _check_type(where, key, raw[key], kind)
+        terms = raw.get("predicted_terms_ms")
+        if terms is not None and (len(terms) > 16 or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for k, v in terms.items())):
+            raise TraceError(f"{where}: 'predicted_terms_ms' must map term names to finite numbers")
         if raw["phase"] not in PHASES:
             raise TraceError(f"{where}: unknown phase {raw['phase']!r}")
         pos = raw["positions"]

@@ -22,6 +22,9 @@ def test_prompt_to_answer_in_chromium(app_server, page):
     output = page.get_by_test_id("pd-output")
     output.wait_for(timeout=180_000)
     assert output.inner_text().strip()
+    # Readers get the app, not Streamlit's developer chrome (.streamlit/config.toml: toolbarMode viewer).
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    assert page.get_by_text("Clear cache").count() == 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "first-page.png"), full_page=True)
 

@@ -87,7 +87,8 @@ def test_patches_survive_json_and_rebuild_the_figure(run_data, name):
 def test_each_chart_has_a_matching_table(run_data, name):
     events, ctx = run_data
     table = charts.chart(name).table(events, ctx)
-    expected = events[-1].kv_seq_len if name == "kv" else len(events)
+    # one row per cache position (kv), per decode step (budget), else per forward
+    expected = {"kv": events[-1].kv_seq_len, "budget": len(events) - 1}.get(name, len(events))
     assert len(table) == expected
     assert any("measured" in c or "computed" in c or c == "measured ms" for c in table.columns)
 
@@ -126,6 +127,25 @@ def test_lesson_slots_are_filled_or_dashed(run_data):
     text = lesson.text("q1_prefill_vs_decode", lesson.values_for(events, ctx))
     assert "[[" not in text and f"**{ctx.prompt_len} prompt positions**" in text
     assert "[[" not in lesson.text("q2_bandwidth") and "—" in lesson.text("q2_bandwidth")
+
+
+def test_the_paper_and_prefill_texts_agree_with_the_run(run_data):
+    """Every slot of "slower than on paper" and of the prefill sentences is filled from this run."""
+    import statistics
+
+    events, ctx = run_data
+    values = lesson.values_for(events, ctx)
+    for name in ("q_paper", "roofline", "formulas"):
+        text = lesson.text(name, values)
+        assert "[[" not in text and "—" not in text, name
+    decode = events[1:]
+    assert values["pred_ms"] == f"{statistics.median(e.predicted_ms for e in decode):.0f}"
+    assert values["p_memory_ms"] == f"{statistics.median(e.predicted_terms_ms['memory'] for e in decode):.1f}"
+    assert values["paper_ms"] == f"{statistics.median(1000 * e.cost['bytes']['total'] / 7e9 for e in decode):.0f}"
+    flops, seconds = events[0].cost["flops"]["total"], events[0].latency_ms / 1e3
+    assert values["prefill_pct_of_peak"] == f"{100 * flops / seconds / 7e10:.0f}"
+    intensity = flops / events[0].cost["bytes"]["total"]
+    assert ("right of the ridge" in values["prefill_vs_ridge"]) == (intensity >= 10.0)  # ridge = 7e10 / 7e9
 
 
 def test_send_window_resends_recent_passes_and_everything_on_full_runs():
@@ -199,3 +219,40 @@ def test_abandoned_run_ends_itself(tiny_model, monkeypatch):
                                                                                 stop_on_eos=False)).start()
     run.join(30)
     assert run.status == "abandoned" and not run.alive
+
+
+def test_budget_bars_are_the_prediction_split_beside_measured_and_paper(run_data):
+    """Each decode step's stacked bars add up to its prediction; the dashed line is bytes / bandwidth."""
+    events, ctx = run_data
+    fig = charts.figure_dict("budget", events, ctx)
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    measured, paper = fig["data"][len(bars)], fig["data"][len(bars) + 1]
+    decode = [e for e in events if e.phase == "decode"]
+    assert list(measured["x"]) == [k for k, e in enumerate(events) if e.phase == "decode"]
+    assert measured["y"] == pytest.approx([e.latency_ms for e in decode], abs=1e-3)
+    stacked = [sum(b["y"][i] for b in bars) for i in range(len(decode))]
+    assert stacked == pytest.approx([e.predicted_ms for e in decode], abs=0.01)  # prefill_extra is 0 in decode
+    assert paper["y"] == pytest.approx([1000 * e.cost["bytes"]["total"] / ctx.ceilings.bandwidth for e in decode],
+                                       abs=1e-3)  # the patch keeps ms to 3 decimals
+    assert all("(predicted)" in b["name"] for b in bars) and "(measured)" in measured["name"]
+
+
+def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
+    from app.components import serving_sketch as sk
+    from core import perf
+
+    events, ctx = run_data
+    whole, chunked = sk.timelines(events, ctx)
+    terms, priced = events[0].predicted_terms_ms, events[0].n_new
+    long_prefill_s = perf.scaled_prefill_ms(terms, priced, sk.LONG_PROMPT + len(sk.STREAMS)) / 1e3
+    assert whole.longest_gap_s() == pytest.approx(long_prefill_s)  # every stream waits for the whole prefill
+    chunk_s = perf.scaled_prefill_ms(terms, priced, sk.CHUNK + len(sk.STREAMS)) / 1e3
+    assert chunked.longest_gap_s() == pytest.approx(chunk_s)
+    assert len(chunked.prefill_spans_s) == -(-sk.LONG_PROMPT // sk.CHUNK) and len(whole.prefill_spans_s) == 1
+    assert chunked.longest_gap_s() < whole.longest_gap_s() and chunked.first_token_s > whole.first_token_s
+    values = sk.slot_values(events, ctx)
+    assert values["stall_whole_s"] == f"{long_prefill_s:.1f}"
+    text = lesson.text("serving", {**lesson.values_for(events, ctx), **values})
+    assert "[[" not in text and "—" not in text
+    assert len(sk.figure(events, ctx).data) > 0
+    assert sk.timelines(events[:1], ctx) is None  # no decode step yet: nothing to estimate from

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from app.components import charts
 from tests.conftest import ARTIFACTS, browser_page, live_state
+from tests.live_axes import assert_axes_cover_data, wait_settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -100,6 +102,9 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     _assert_html_titles_and_legend(page, state)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "live-done.png"))
+    # Every chart's y axes cover what it draws (a chart out of view catches up when scrolled to).
+    wait_settled(page, charts.NAMES)
+    assert_axes_cover_data(page, charts.NAMES, "after the run")
 
 
 def _assert_html_titles_and_legend(page, state: dict) -> None:
@@ -112,14 +117,21 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     assert kv.locator(".gtitle").count() == 0 and kv.locator(".annotation").count() == 0
     latency = page.locator(".pd-chart[data-chart=latency]")
     assert latency.locator(".legend").count() == 0  # no Plotly legend
-    predicted = latency.get_by_role("button", name="predicted (core.predictor)")
+    predicted = latency.get_by_role("button", name="predicted (cost model)")
+    shown = """(visible) => { const d = document.querySelector('.pd-chart[data-chart=latency] .js-plotly-plot');
+        return d && d._fullData.some(t => t.name === 'predicted (cost model)' && t.visible === visible); }"""
     predicted.click()
     assert predicted.get_attribute("aria-pressed") == "false"
-    page.wait_for_function("""() => { const d = document.querySelector('.pd-chart[data-chart=latency] .js-plotly-plot');
-        return d && d._fullData.some(t => t.name === 'predicted (core.predictor)' && t.visible === 'legendonly'); }""",
-                           timeout=10_000)
+    page.wait_for_function(shown, arg="legendonly", timeout=10_000)
     predicted.click()
     assert predicted.get_attribute("aria-pressed") == "true"
+    page.wait_for_function(shown, arg=True, timeout=10_000)  # drawn again before the screenshot
+    sub = latency.locator(".pd-chart-sub").inner_text()
+    assert "prediction error" in sub and "prefill" in sub and "decode median" in sub, sub
+    assert "below 0 = predicted too fast" in latency.locator(".pd-chart-notes").inner_text()
+    for name in ("latency", "traffic"):  # plain words for the reader, no code names
+        text = page.locator(f".pd-chart[data-chart={name}]").inner_text()
+        assert "core." not in text, text
 
 
 def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
@@ -142,7 +154,7 @@ def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
     page.wait_for_function(f"document.querySelector('.pd-controls').dataset.shown == '{shown + 1}'", timeout=10_000)
     page.get_by_role("button", name="▶ Real time").click()
     # a click on another widget mid-run starts a full rerun; the run and the live view carry on
-    page.get_by_text("Sampling (default: greedy)").click()
+    page.get_by_text("Sampling (default: greedy, always the most likely next token)").click()
     before = live_state(page)["available"]
     page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {before + 2}",
                            timeout=60_000)

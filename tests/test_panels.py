@@ -48,12 +48,51 @@ def test_batching_figure_marks_the_predicted_crossover():
              "prefill ms (measured)": 200.0 * b} for b in (1, 2, 4)]
     predicted = [{"batch": b, "step ms (predicted)": 100 + 5 * b, "tokens/s (predicted)": b * 1000 / (100 + 5 * b)}
                  for b in (1, 2, 4, 8, 16, 32)]
-    fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0})
-    assert {t.name for t in fig.data} == {"measured here", "predicted (core)"}
+    roofline = {"ridge_flop_per_byte": 11.1, "decode_intensity": 0.5, "batch": 22.2}
+    fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0,
+                                         "roofline": roofline})
+    assert {t.name for t in fig.data} == {"measured here", "predicted (latency predictor)"}
     assert any("compute-bound" in (a.text or "") and "predicted" in a.text for a in fig.layout.annotations)
+    assert any("roofline estimate" in (a.text or "") and "22 (computed)" in a.text for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
     summary = panel_figures.batching_summary({"rows": rows, "compute_bound_from": 20.0})
-    assert "Measured" in summary and "Predicted" in summary and "20" in summary
+    assert "Measured" in summary and "Latency predictor (predicted)" in summary and "20" in summary
+    assert "Roofline estimate" not in summary  # nothing said about a figure the result lacks
+    recorded = panel_figures.batching_figure({"rows": rows, "predicted": predicted}, "the recording machine",
+                                             "measured (recording)")
+    assert recorded.layout.title.text.startswith("Decode on the recording machine")
+    assert "measured (recording)" in {t.name for t in recorded.data}
+
+
+def test_batching_summary_quotes_the_numbers_beside_it():
+    """Every figure in the text comes from the result: step times and throughput at both ends, the gain,
+    the roofline estimate (ridge ÷ intensity) and the predictor's crossover, each labelled."""
+    import re
+
+    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1),
+             "prefill ms (measured)": 100.0 * b} for b, ms in ((1, 57.25), (2, 60.0), (4, 66.0), (8, 75.5), (16, 92.4))]
+    result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 38.0,
+              "roofline": {"ridge_flop_per_byte": 11.12, "decode_intensity": 0.502, "batch": 22.2}}
+    text = panel_figures.batching_summary(result)
+    assert "from batch 1 to 16 the step time grew **×1.6** (57.2 → 92.4 ms per step)" in text
+    assert "16× as many sequences" in text
+    assert "tokens per second grew **×9.9** (17.5 → 173 tokens/s)" in text
+    assert "(8 → 16) still multiplied the throughput by 1.63" in text
+    assert "Roofline estimate (computed)" in text and "**0.50 FLOPs per byte**" in text
+    assert "**11.1 FLOP/byte**" in text and "11.1 ÷ 0.50 ≈ **22**" in text
+    assert "Latency predictor (predicted)" in text and "batch ≈ **38**" in text and "past the measured range" in text
+    assert "39 prompt tokens" in text
+    for a, b, shown in re.findall(r"(\d+\.?\d*) ÷ (\d+\.?\d*) ≈ \*\*(\d+)\*\*", text):
+        assert round(float(a) / float(b)) == int(shown)  # the division a reader can redo
+    assert not re.search(r"core|predictor\.|compute_bound", text)  # plain words, no code names
+    inside = panel_figures.batching_summary({**result, "compute_bound_from": 12.0})
+    assert "inside the measured range" in inside
+    assert "against the prediction" not in text  # no predicted step times: nothing to compare
+    predicted = {1: 55.0, 2: 56.0, 4: 58.0, 8: 62.0, 16: 70.0}
+    jumpy = {**result, "rows": [{**r, "decode step ms (predicted)": predicted[r["batch"]]} for r in rows]}
+    jumpy["rows"][2]["decode step ms (measured, median)"] = 95.0  # batch 4 far slower than predicted
+    assert ("rose most against the prediction from batch 2 to 4: +58% (60 → 95 ms), where the latency predictor "
+            "expected +4% (56 → 58 ms)") in panel_figures.batching_summary(jumpy)
 
 
 def _wait(job, timeout: float = 180) -> None:
@@ -70,10 +109,68 @@ def _specs(at) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def _captions(at) -> str:
+    return " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.model
+def test_a_fresh_page_shows_recorded_results_before_any_press():
+    """No measurement on this server yet: both panels show the bundled recordings, labelled with their
+    machine and date, with their charts and the numbers in their text, before anyone presses a button."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.services import experiment_results
+
+    experiment_results.STORE.clear()
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    assert not at.exception, at.exception
+    assert "pd_compare_job" not in at.session_state and "pd_batch_job" not in at.session_state
+    captions = _captions(at)
+    for kind in ("compare", "batching"):
+        m = experiment_results.load_bundled(kind)
+        assert m is not None
+        assert experiment_results.label(m) in captions
+    assert captions.count("Recorded on ") == 2 and "a recording bundled with the app" in captions
+    assert "Prompt of this recording: “Explain in two sentences why the sky is blue.”" in captions
+    assert "It is also the prompt in the box now." in captions  # the page's default prompt
+    titles = [s["layout"]["title"]["text"] for s in _specs(at)]
+    assert any(t.startswith("The recording's prompt (") and "generated three ways" in t for t in titles)
+    assert any(t.startswith("Decode on the recording machine") for t in titles)
+    text = "".join(m.value for m in at.markdown)
+    assert "without the cache these 32 forwards took" in text
+    assert "from batch 1 to 16 the step time grew" in text and "Roofline estimate (computed)" in text
+    assert "Latency predictor (predicted)" in text
+
+
+@pytest.mark.model
+def test_without_usable_recordings_the_panels_wait_for_their_buttons(monkeypatch, tmp_path):
+    """A malformed recording and a missing one: both panels fall back to the button alone, no traceback."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.services import experiment_results
+
+    experiment_results.STORE.clear()
+    (tmp_path / "compare.json").write_text('{"format": 1, "kind": "compare", "result": {}}', encoding="utf-8")
+    monkeypatch.setattr(experiment_results, "EXPERIMENTS_DIR", tmp_path)
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    assert not at.exception, at.exception
+    captions = _captions(at)
+    assert "Press **Compare cache modes**: the chart of measured times appears here." in captions
+    assert "Press the button to measure: the chart appears here." in captions
+    assert "Recorded on " not in captions and "Measured on this server" not in captions
+    titles = [s["layout"]["title"]["text"] for s in _specs(at)]
+    assert not any("generated three ways" in t or t.startswith("Decode on") for t in titles)
+
+
 @pytest.mark.model
 def test_panels_run_the_real_model():
     from streamlit.testing.v1 import AppTest
 
+    from app.services import experiment_results
+
+    experiment_results.STORE.clear()
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     assert not at.exception, at.exception
@@ -92,7 +189,12 @@ def test_panels_run_the_real_model():
     assert all(p is not None for p in job.result["predicted"]["dynamic"])
     text = "".join(m.value for m in at.markdown)
     assert "without the cache these 4 forwards took" in text
-    assert any("generated three ways" in s["layout"]["title"]["text"] for s in _specs(at))
+    assert any(s["layout"]["title"]["text"].startswith("Your prompt (") and "generated three ways"
+               in s["layout"]["title"]["text"] for s in _specs(at))
+    assert "Measured just now on this server (your run" in _captions(at)
+    assert _captions(at).count("Recorded on ") == 1  # the batching panel still shows its recording
+    job.join(10)  # its thread hands the result to the server's store as it ends
+    assert experiment_results.STORE.latest("compare").result["n_tokens"] == 4
 
     # batching: two small batches, few steps (the page's job with a shorter list)
     from app.services import experiments as panel_jobs
@@ -108,6 +210,17 @@ def test_panels_run_the_real_model():
     assert small.result["compute_bound_from"] and small.result["predicted"][0]["batch"] == 1
     assert any(s["layout"]["title"]["text"].startswith("Decode on this machine") for s in _specs(at))
     assert "step time grew" in "".join(m.value for m in at.markdown)
+    small.join(10)
+
+    # another reader's fresh page now shows this server's last measurements, not the recordings
+    other = AppTest.from_file(APP, default_timeout=240)
+    other.run()
+    assert not other.exception, other.exception
+    captions = _captions(other)
+    assert captions.count("Measured on this server at ") == 2 and "by a reader's earlier run" in captions
+    assert "Recorded on " not in captions
+    assert "A reader's prompt (" in captions and "What is the capital" not in captions  # prompts stay private
+    assert "without the cache these 4 forwards took" in "".join(m.value for m in other.markdown)
 
     # about this run: model, source, dtype, threads, versions, ceilings
     from app.sections.panels import about_rows

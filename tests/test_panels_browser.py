@@ -1,7 +1,8 @@
 """The on-demand panels in Chromium: cache on/off comparison, batching, and "about this run"; and the
-page in the dark theme. A short real run first, then each panel's button; the panels must draw their
-charts, say which numbers are measured or predicted, and leave no exception. Screenshots go to
-artifacts/ (look at them)."""
+page in the dark theme. A short real run first; before any press both panels must show the bundled
+recordings with their labels, then each panel's button replaces its recording with the reader's own
+result; the panels must draw their charts, say which numbers are measured or predicted, and leave no
+exception. Screenshots go to artifacts/ (look at them)."""
 
 from __future__ import annotations
 
@@ -54,23 +55,44 @@ def _shot(locator, name: str) -> None:
     locator.screenshot(path=str(ARTIFACTS / name))
 
 
+YOUR_RUN = "Measured just now on this server (your run"
+
+
 def test_compare_batching_and_about_panels_render(app_server, light_page):
     page = light_page
     _generate(page, app_server, "What is the capital of France?", 6)
     compare = page.locator(".st-key-pd_panel_compare")
+    batching = page.locator(".st-key-pd_panel_batching")
+    # Before any press both panels show the bundled recordings, labelled, with their charts and numbers.
+    for panel, title in ((compare, "The recording's prompt"), (batching, "Decode on the recording machine")):
+        panel.get_by_text("Recorded on ").wait_for(timeout=60_000)
+        panel.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+        assert title in panel.locator(".gtitle").text_content()
+        assert "a recording bundled with the app" in panel.locator(".st-key-pd_compare_source, "
+                                                                   ".st-key-pd_batching_source").text_content()
+    assert "Prompt of this recording" in compare.text_content()
+    assert "step time grew" in batching.text_content() and "Roofline estimate (computed)" in batching.text_content()
+    _shot(compare, "panel-compare-recorded.png")
+    _shot(batching, "panel-batching-recorded.png")
     _set_slider(page, "Tokens to generate in each mode", 6)  # 4 + 6 = 10 tokens: a few seconds
     compare.get_by_role("button", name="Compare cache modes").click()
-    # The summary shows once every forward is measured, drawn in the same pass as the chart; Plotly then
-    # draws the chart in the browser, so wait for it to exist rather than count it at once.
+    # The reader's own result replaces the recording when every forward is measured: the label, chart and
+    # summary come in the same pass; Plotly then draws the chart in the browser, so wait for it to exist
+    # rather than count it at once.
+    compare.get_by_text(YOUR_RUN).wait_for(timeout=180_000)
     compare.get_by_text("without the cache these 10 forwards took").wait_for(timeout=180_000)
+    assert compare.get_by_text("Recorded on ").count() == 0
     compare.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     assert compare.locator(".js-plotly-plot").count() == 1
     assert "generated three ways" in compare.locator(".gtitle").text_content()
-    batching = page.locator(".st-key-pd_panel_batching")
+    assert "Your prompt (" in compare.locator(".gtitle").text_content()
     batching.get_by_role("button", name="Measure batch sizes").click()
+    batching.get_by_text(YOUR_RUN).wait_for(timeout=180_000)  # the recording's text said this too: wait for ours
     batching.get_by_text("from batch 1 to 16 the step time grew").wait_for(timeout=180_000)
+    assert batching.get_by_text("Recorded on ").count() == 0
     batching.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     assert "compute-bound from" in batching.locator(".js-plotly-plot").text_content()
+    assert "Decode on this machine" in batching.locator(".gtitle").text_content()
     page.get_by_text("About this run").click()
     about = page.locator(".st-key-pd_about")
     about.get_by_text("weight-stream bandwidth").wait_for(timeout=30_000)

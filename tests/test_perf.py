@@ -118,3 +118,25 @@ def test_compute_bound_batch_is_the_first_batch_where_compute_catches_up():
     # A datasheet GPU at short context: each row's KV reads outgrow its arithmetic, so never.
     gpu = preset_predictor(SMOL, load_hardware("l4"), "fp32")
     assert perf.compute_bound_batch(SMOL, gpu, 100, "fp32") is None
+
+
+def test_paper_time_is_bytes_over_bandwidth_and_terms_take_medians():
+    step = SimpleNamespace(phase="decode", latency_ms=80.0, cost={"bytes": {"total": 538e6}})
+    assert perf.paper_ms(step, 16.1e9) == pytest.approx(33.42, abs=0.01)  # 538 MB / 16.1 GB/s
+    assert perf.paper_ms(SimpleNamespace(phase="decode", latency_ms=1.0, cost=None), 16e9) is None
+    assert perf.paper_ms(step, None) is None
+    events = [SimpleNamespace(phase="prefill", predicted_terms_ms={"overhead": 9.0, "memory": 90.0}),
+              SimpleNamespace(phase="decode", predicted_terms_ms={"overhead": 6.0, "memory": 40.0}),
+              SimpleNamespace(phase="decode", predicted_terms_ms={"overhead": 6.0, "memory": 44.0}),
+              SimpleNamespace(phase="decode", predicted_terms_ms={"overhead": 7.0, "memory": 41.0}),
+              SimpleNamespace(phase="decode", predicted_terms_ms=None)]
+    assert perf.median_terms_ms(events) == {"overhead": 6.0, "memory": 41.0}
+    assert perf.median_terms_ms(events, "prefill") == {"overhead": 9.0, "memory": 90.0}
+    assert perf.median_terms_ms(events[:1]) == {}
+
+
+def test_a_prefill_scales_its_per_token_terms_and_keeps_its_fixed_ones():
+    terms = {"overhead": 6.0, "memory": 40.0, "kv": 2.0, "compute": 50.0, "prefill_extra": 20.0}
+    assert perf.scaled_prefill_ms(terms, 40, 40) == pytest.approx(118.0)
+    assert perf.scaled_prefill_ms(terms, 40, 1000) == pytest.approx(66.0 + 52.0 * 25)
+    assert perf.scaled_prefill_ms(terms, 40, 0) == pytest.approx(66.0)

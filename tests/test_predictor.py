@@ -107,6 +107,20 @@ def test_annotator_adds_cost_and_prediction_to_every_event(tiny_model):
     # KV bytes the cost model says were written equal what landed in the real cache.
     assert sum(e.cost["bytes"]["kv_write"] for e in trace.events) == trace.events[-1].kv_bytes
     assert trace.events[-1].cost["bytes"]["kv_read"] == trace.events[-2].kv_bytes
+    # The prediction is recorded split into its terms, and the terms add up to it.
+    for e in trace.events:
+        assert set(e.predicted_terms_ms) == set(P.TERMS)
+        assert sum(e.predicted_terms_ms.values()) == pytest.approx(e.predicted_ms, abs=1e-3)
+    assert trace.events[0].predicted_terms_ms["compute"] > trace.events[1].predicted_terms_ms["compute"]
+
+
+def test_contributions_are_the_terms_times_their_coefficients():
+    predictor = replace(_cpu_like(), coef={"overhead": 1.0, "memory": 1.5, "kv": 3.0, "compute": 0.5,
+                                           "prefill_extra": 0.02})
+    cost = forward_cost(load_model_preset("smollm2-135m"), 1, 100)
+    terms, parts = predictor.terms_s(cost, "decode"), predictor.contributions_s(cost, "decode")
+    assert parts == {k: predictor.coef[k] * terms[k] for k in P.TERMS}
+    assert sum(parts.values()) == pytest.approx(predictor.predict_s(cost, "decode"))
 
 
 def test_static_cache_is_priced_over_its_allocated_length(tiny_model):

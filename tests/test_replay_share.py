@@ -199,11 +199,11 @@ def test_presenter_tour_walks_the_lesson_in_order(no_model):
         nxt.click().run()
         assert not at.exception
     # without the model the tour keeps the steps a recording can show, in lesson order
-    assert [t.split("·")[0].strip("# ") for t in titles] == ["1", "2", "3"]
-    assert "bandwidth" in titles[-1].lower()
+    assert [t.split("·")[0].strip("# ") for t in titles] == ["1", "2", "3", "4"]
+    assert "bandwidth" in titles[2].lower() and "paper" in titles[-1].lower()
     assert "all 40 prompt tokens go through all 30 layers" in first_text  # slots filled from the recording
-    at.button(key="pd_tour_prev").click().run()
-    assert "Decode" in next(m.value for m in at.markdown if m.value.startswith("### "))
+    at.button(key="pd_tour_prev").click().run()  # one step back: from the last step to the one before
+    assert "bandwidth" in next(m.value for m in at.markdown if m.value.startswith("### "))
     assert at.query_params["presenter"] == "1"
 
 
@@ -211,6 +211,6 @@ def test_tour_is_data_and_unknown_sections_are_skipped():
     from app.sections import presenter
 
     ids = [s["id"] for s in presenter.tour_steps()]
-    assert ids == ["prefill", "decode", "bandwidth", "cache", "batching"]
-    assert [s["id"] for s in presenter.steps_for(("live", "replay"))] == ["prefill", "decode", "bandwidth"]
+    assert ids == ["prefill", "decode", "bandwidth", "paper", "cache", "batching"]
+    assert [s["id"] for s in presenter.steps_for(("live", "replay"))] == ["prefill", "decode", "bandwidth", "paper"]
     assert [s["id"] for s in presenter.steps_for(("live", "compare", "batching"))] == ids

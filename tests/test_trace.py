@@ -70,3 +70,19 @@ def test_stop_reasons_are_one_vocabulary_and_old_words_still_load(trace):
     assert Trace.from_dict({k: v for k, v in data.items() if k != "stop_reason"}).stop_reason is None
     for path in bundled_traces().values():  # the traces shipped with the app speak the same words
         assert Trace.from_json(path.read_text(encoding="utf-8")).stop_reason in STOP_REASONS
+
+
+def test_predicted_terms_round_trip_and_bad_ones_are_refused():
+    from core.trace import load_trace_file
+
+    base = {"version": 1, "model": {"id": "m"}, "settings": {}, "prompt_token_ids": [1, 2],
+            "events": [{"phase": "prefill", "positions": [0, 2], "token_id": 3, "token_text": "a",
+                        "latency_ms": 5.0, "kv_seq_len": 2, "kv_shapes": [], "predicted_ms": 4.0,
+                        "predicted_terms_ms": {"overhead": 1.0, "memory": 3.0}}]}
+    trace = load_trace_file(json.dumps(base).encode())
+    assert trace.events[0].predicted_terms_ms == {"overhead": 1.0, "memory": 3.0}
+    assert load_trace_file(trace.to_json().encode()).events[0].predicted_terms_ms == {"overhead": 1.0, "memory": 3.0}
+    for bad in ({"overhead": "fast"}, {"overhead": float("inf")}, {"overhead": True}, ["overhead"]):
+        base["events"][0]["predicted_terms_ms"] = bad
+        with pytest.raises(TraceError, match="predicted_terms_ms"):
+            load_trace_file(json.dumps(base).encode())

@@ -39,6 +39,8 @@ LIVE_CHARTS: tuple[LiveChart, ...] = (
               "Latency per forward as a table", "latency"),
     LiveChart("traffic", figures.traffic_base, figures.traffic_patch, metrics.traffic_table,
               "Memory traffic per forward as a table", "q2_bandwidth"),
+    LiveChart("budget", figures.budget_base, figures.budget_patch, metrics.budget_table,
+              "Where each decode step's time goes, as a table", "q_paper"),
     LiveChart("roofline", figures.roofline_base, figures.roofline_patch, metrics.roofline_table,
               "Roofline points as a table", "roofline"),
 )

@@ -117,6 +117,11 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 
 # --- latency per token ----------------------------------------------------------------------
 
+# The sign of a prediction error, as core.perf.prediction_error_pct defines it; the latency chart
+# states it above the grey bars.
+ERROR_SIGN = "error % = (predicted − measured) ÷ measured; below 0 = predicted too fast, above 0 = too slow"
+
+
 def latency_base(ctx: RunContext) -> dict[str, Any]:
     data = [
         {"type": "bar", "x": [], "y": [], "name": "prefill = time to first token (measured)",
@@ -126,20 +131,25 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"color": pal.MEASURED, "size": 6}, "line": {"color": pal.MEASURED, "width": 1.5},
          "hovertemplate": "step %{x}: %{y:.1f} ms measured<br>token: %{customdata}<extra></extra>",
          "customdata": []},
-        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "predicted (core.predictor)",
+        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "predicted (cost model)",
          "marker": {"color": pal.PREDICTED, "size": 7, "symbol": "circle-open"},
          "line": {"color": pal.PREDICTED, "width": 1.5, "dash": "dash"},
          "hovertemplate": "step %{x}: %{y:.1f} ms predicted<extra></extra>"},
-        {"type": "bar", "x": [], "y": [], "name": "prediction error (%)", "marker": {"color": pal.GREY},
-         "yaxis": "y2", "showlegend": False,
-         "hovertemplate": "step %{x}: predicted is %{y:+.0f}% vs measured<extra></extra>"},
+        {"type": "bar", "x": [], "y": [], "name": "prediction error, % of measured (computed)",
+         "marker": {"color": pal.GREY}, "yaxis": "y2",
+         "hovertemplate": "step %{x}: predicted %{y:+.0f}% vs measured (computed)<extra></extra>"},
     ]
-    layout = pal.base_layout(_latency_title([]), height=400)
-    layout["margin"] = {**layout["margin"], "t": 70}  # a second title line: the prediction error
+    layout = pal.base_layout(_latency_title(None, [], started=False), height=420)
+    layout["margin"] = {**layout["margin"], "t": 90}  # a second title line (the errors) and the note
+    layout["annotations"] = [_note(f"Grey bars: {ERROR_SIGN}", 0, 1.02, yanchor="bottom", xanchor="left")]
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill, then decode steps)"}, "anchor": "y2",
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
-    layout["yaxis"] = {"title": {"text": "ms"}, "domain": [0.34, 1.0], "rangemode": "tozero"}
-    layout["yaxis2"] = {"title": {"text": "error %"}, "domain": [0.0, 0.22], "zeroline": True}
+    # Two panels with a clear gap, short titles and few ticks on the small one: the ticks and titles
+    # of "ms" and "error" must not run into each other.
+    layout["yaxis"] = {"title": {"text": "ms", "standoff": 6}, "domain": [0.42, 1.0], "rangemode": "tozero",
+                       "nticks": 5}
+    layout["yaxis2"] = {"title": {"text": "error", "standoff": 6}, "domain": [0.0, 0.25], "zeroline": True,
+                        "ticksuffix": "%", "nticks": 4}
     return {"data": data, "layout": layout}
 
 
@@ -153,16 +163,32 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if e.predicted_ms is not None:
         append["2"] = {"x": [k], "y": [e.predicted_ms]}
         append["3"] = {"x": [k], "y": [perf.prediction_error_pct(e.predicted_ms, e.latency_ms)]}
+    prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     pcts = (perf.prediction_error_pct(ev.predicted_ms, ev.latency_ms) for ev in events[1:k + 1])
     errors = [abs(x) for x in pcts if x is not None]
-    return {"append": append, "layout": {"title.text": _latency_title(errors)}}
+    return {"append": append, "layout": {"title.text": _latency_title(prefill, errors, started=True)}}
 
 
-def _latency_title(errors: list[float]) -> str:
-    # The second line is there from the start, so the live chart's title block keeps its height.
-    error = f"{statistics.median(errors):.0f}%" if errors else "shown from the first decode step"
+def _latency_title(prefill: float | None, decode_errors: list[float], started: bool) -> str:
+    """The title, and a second line with the prediction errors: the prefill's (signed) and the
+    median size of the decode steps'. The line is there from the start, so the live chart's title
+    block keeps its height."""
+    if not started:
+        errors = "shown from the first step"
+    elif prefill is None:
+        errors = "no prediction for this run"
+    else:
+        rest = (f"decode median |{statistics.median(decode_errors):.0f}|%" if decode_errors
+                else "decode from the first decode step")
+        errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("Latency per token: prefill once, then one decode step per token"
-            f"<br><sub>median |prediction error| on decode: {error}</sub>")
+            f"<br><sub>prediction error (predicted vs measured): {errors}</sub>")
+
+
+def signed_pct(x: float) -> str:
+    """A percentage with its sign, "+12%" or "−38%" (a true minus sign)."""
+    r = round(x)
+    return f"{'−' if r < 0 else '+'}{abs(r)}%"
 
 
 # --- memory traffic per step ----------------------------------------------------------------
@@ -173,19 +199,22 @@ TRAFFIC_PARTS = (("weights", "weights read", pal.WEIGHTS), ("kv_read", "KV cache
 
 def traffic_base(ctx: RunContext) -> dict[str, Any]:
     data = [{"type": "bar", "x": [], "y": [], "name": label + " (computed)", "marker": {"color": color},
-             "hovertemplate": "step %{x}: %{y:.2f} MB " + label + "<extra></extra>"}
+             "hovertemplate": "step %{x}: %{y:.2f} MB " + label + " (computed)<extra></extra>"}
             for _, label, color in TRAFFIC_PARTS]
     data.append({"type": "scatter", "mode": "lines", "x": [], "y": [], "yaxis": "y2",
-                 "name": "cumulative bytes (computed)", "line": {"color": pal.PURPLE, "width": 2},
-                 "hovertemplate": "after step %{x}: %{y:.1f} MB moved in total<extra></extra>"})
-    layout = pal.base_layout("Memory traffic per forward (core.cost: bytes each step must move)", height=360,
-                             barmode="stack")
+                 "name": "cumulative bytes, right axis (computed)", "line": {"color": pal.PURPLE, "width": 2},
+                 "hovertemplate": "after step %{x}: %{y:,.0f} MB moved in total (computed)<extra></extra>"})
+    layout = pal.base_layout("Memory traffic per forward: the bytes each step must move "
+                             "(computed from the model's shapes)", height=360, barmode="stack")
     layout["margin"] = {**layout["margin"], "r": 70}  # the cumulative axis' ticks and title on the right
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill)"},
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "MB per step"}, "rangemode": "tozero"}
-    layout["yaxis2"] = {"title": {"text": "MB total", "standoff": 8}, "overlaying": "y", "side": "right",
-                        "showgrid": False, "rangemode": "tozero", "automargin": True}
+    # Its own round ticks (an overlaying axis would otherwise take the left axis' tick positions:
+    # 8.02k, 16.04k), short ("20k") so they leave room for the axis title.
+    layout["yaxis2"] = {"title": {"text": "MB total", "standoff": 10}, "overlaying": "y", "side": "right",
+                        "showgrid": False, "rangemode": "tozero", "automargin": True, "tickmode": "auto",
+                        "nticks": 5, "tickformat": "~s"}
     return {"data": data, "layout": layout}
 
 
@@ -284,6 +313,50 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     return {"append": append}
 
 
+# --- where a decode step's time goes ----------------------------------------------------------
+
+# The predictor's terms (core.predictor.TERMS) as the reader sees them, bottom of the stack first.
+BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
+                ("memory", "streaming the weights", pal.WEIGHTS),
+                ("kv", "reading and writing the KV cache", pal.KV_READ),
+                ("compute", "arithmetic", pal.GREEN))
+
+
+def budget_base(ctx: RunContext) -> dict[str, Any]:
+    data: list[dict[str, Any]] = [
+        {"type": "bar", "x": [], "y": [], "name": label + " (predicted)", "marker": {"color": color},
+         "hovertemplate": "step %{x}: %{y:.1f} ms " + label + " (predicted)<extra></extra>"}
+        for _, label, color in BUDGET_PARTS]
+    data.append({"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "decode step (measured)",
+                 "marker": {"color": pal.MEASURED, "size": 7, "symbol": "diamond"},
+                 "hovertemplate": "step %{x}: %{y:.1f} ms measured<extra></extra>"})
+    data.append({"type": "scatter", "mode": "lines", "x": [], "y": [], "name": "on paper: bytes ÷ bandwidth (computed)",
+                 "line": {"color": pal.PURPLE, "width": 2, "dash": "dash"},
+                 "hovertemplate": "step %{x}: %{y:.1f} ms if the step only moved its bytes at the "
+                                  "calibrated bandwidth<extra></extra>"})
+    layout = pal.base_layout("Why a decode step takes longer than bytes ÷ bandwidth<br><sub>each bar: the "
+                             "prediction split into its parts; diamonds: measured</sub>", height=380,
+                             barmode="stack", bargap=0.15)
+    layout["margin"] = {**layout["margin"], "t": 70}
+    layout["xaxis"] = {"title": {"text": "decode step"}, "range": [0.3, max(ctx.max_new_tokens, 2) - 0.3]}
+    layout["yaxis"] = {"title": {"text": "ms per step"}, "rangemode": "tozero"}
+    return {"data": data, "layout": layout}
+
+
+def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
+    e = events[k]
+    if e.phase != "decode":
+        return {}
+    append: dict[str, Any] = {"4": {"x": [k], "y": [round(e.latency_ms, 3)]}}
+    if e.predicted_terms_ms:
+        for i, (key, _, _) in enumerate(BUDGET_PARTS):
+            append[str(i)] = {"x": [k], "y": [round(e.predicted_terms_ms.get(key, 0.0), 3)]}
+    paper = perf.paper_ms(e, ctx.ceilings.bandwidth)
+    if paper is not None:
+        append["5"] = {"x": [k], "y": [round(paper, 3)]}
+    return {"append": append}
+
+
 def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which: str = "key") -> go.Figure:
     """One layer's KV heads as rows (norm per position), labelled with the query heads that share each."""
     layer = max(0, min(layer, ctx.n_layers - 1))
@@ -317,9 +390,10 @@ def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which:
 
 
 def fmt_bytes(n: float | None) -> str:
+    """Bytes in decimal units, the page's one convention (1 MB = 10^6 bytes, like GB/s of bandwidth)."""
     if n is None:
         return "n/a"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n:.0f} B"

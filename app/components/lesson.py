@@ -8,10 +8,11 @@ no value yet (before the first run) reads as an em dash.
 from __future__ import annotations
 
 import re
+import statistics
 from functools import cache
 from pathlib import Path
 
-from app.components.figures import fmt_bytes
+from app.components.figures import fmt_bytes, signed_pct
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -54,6 +55,10 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         v["ceiling_gbs"] = f"{c.bandwidth / 1e9:.1f} GB/s"
     if events:
         v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
+        prefill_error = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
+        if prefill_error is not None:  # the latency chart's prefill error, and the prediction it comes from
+            v["prefill_error"] = signed_pct(prefill_error)
+            v["prefill_predicted_ms"] = f"{events[0].predicted_ms:.0f}"
         v["kv_columns"] = str(events[-1].kv_seq_len)
         if events[0].cost:
             cost = events[0].cost
@@ -66,4 +71,71 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         gbs = perf.achieved_bandwidth(events)
         if gbs is not None:
             v["achieved_gbs"] = f"{gbs / 1e9:.1f} GB/s"
+        v.update(_decode_budget(events, ctx))
+    if events:
+        v.update(_prefill_figures(events[0], ctx))
+    return v
+
+
+def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
+    """Slots of "why is decode slower than on paper": the bytes-over-bandwidth estimate, and the
+    median of each predicted part over the decode steps (Event.predicted_terms_ms)."""
+    v: dict[str, str] = {}
+    decode = [e for e in events if e.phase == "decode" and e.cost]
+    if not decode:
+        return v
+    bw = ctx.ceilings.bandwidth
+    step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
+    v["step_mb"] = f"{step_bytes / 1e6:.0f}"
+    papers = [p for p in (perf.paper_ms(e, bw) for e in decode) if p is not None]
+    if papers:
+        v["paper_ms"] = f"{statistics.median(papers):.0f}"
+    terms = perf.median_terms_ms(decode)
+    predicted = [e.predicted_ms for e in decode if e.predicted_ms is not None]
+    if not terms or not predicted:
+        return v
+    pred = statistics.median(predicted)
+    v["pred_ms"] = f"{pred:.0f}"
+    for key in ("overhead", "memory", "kv", "compute"):
+        v[f"p_{key}_ms"] = f"{terms.get(key, 0.0):.1f}"
+    weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
+    kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
+    if bw:
+        v["paper_weights_ms"] = f"{1000.0 * weight_bytes / bw:.0f}"
+    if terms.get("memory"):
+        v["weights_gbs"] = f"{weight_bytes / (terms['memory'] / 1e3) / 1e9:.1f} GB/s"
+        if terms.get("kv") and kv_bytes:
+            per_kv_byte = terms["kv"] / kv_bytes
+            per_weight_byte = terms["memory"] / weight_bytes
+            v["kv_vs_weight_byte"] = f"{per_kv_byte / per_weight_byte:.1f}"
+    tpot = perf.tpot_ms(events)
+    if tpot is not None:
+        v["unexplained_ms"] = f"{tpot - pred:+.0f}"
+    return v
+
+
+def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
+    """Slots of the prefill sentences: FLOPs per byte of weights, achieved FLOP/s against the peak."""
+    v: dict[str, str] = {"width": str(ctx.n_heads * ctx.head_dim)}
+    if not prefill.cost or prefill.latency_ms <= 0:
+        return v
+    flops = prefill.cost["flops"]["total"]
+    weights = prefill.cost["bytes"]["weights"]
+    if weights:
+        v["prefill_flop_per_weight_byte"] = f"{flops / weights:.0f}"
+    achieved = flops / (prefill.latency_ms / 1e3)
+    v["prefill_gflops"] = f"{achieved / 1e9:.0f}"
+    peak = ctx.ceilings.peak_flops
+    if peak:
+        v["peak_gflops"] = f"{peak / 1e9:.0f}"
+        v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
+    bw = ctx.ceilings.bandwidth
+    if peak and bw and prefill.cost["bytes"]["total"]:
+        ridge = peak / bw
+        intensity = flops / prefill.cost["bytes"]["total"]
+        v["prefill_vs_ridge"] = (
+            f"right of the ridge at {ridge:.0f}: by its intensity alone it could run at the compute roof"
+            if intensity >= ridge else
+            f"still left of the ridge at {ridge:.0f}: at this prompt length even the prefill is limited by "
+            "bandwidth")
     return v

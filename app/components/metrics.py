@@ -7,10 +7,11 @@ headline figures. Both are pure functions of the events, so tests can check them
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pandas as pd
 
-from app.components.figures import fmt_bytes, position_tokens
+from app.components.figures import BUDGET_PARTS, fmt_bytes, position_tokens
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -94,5 +95,20 @@ def kv_table(events: list[Event], ctx: RunContext) -> pd.DataFrame:
                          "mean key norm (measured)": statistics.fmean(keys),
                          "mean value norm (measured)": statistics.fmean(values),
                          "bytes, all layers": ctx.kv_bytes_per_token * ctx.batch})
+    return pd.DataFrame(rows)
+
+
+def budget_table(events: list[Event], ctx: RunContext) -> pd.DataFrame:
+    """Per decode step: measured time, the bytes-over-bandwidth estimate, and the prediction's parts."""
+    rows = []
+    for k, e in enumerate(events):
+        if e.phase != "decode":
+            continue
+        row: dict[str, Any] = {"forward": k, "measured ms": e.latency_ms,
+                               "on paper ms (computed: bytes ÷ bandwidth)": perf.paper_ms(e, ctx.ceilings.bandwidth),
+                               "predicted ms": e.predicted_ms}
+        for key, label, _ in BUDGET_PARTS:
+            row[f"{label} ms (predicted)"] = (e.predicted_terms_ms or {}).get(key)
+        rows.append(row)
     return pd.DataFrame(rows)
 

@@ -16,6 +16,9 @@ MODE_STYLE = {"dynamic": (pal.BLUE, "solid", "cache on, dynamic (grows as it goe
               "static": (pal.GREEN, "dot", "cache on, static (allocated up front)"),
               "none": (pal.VERMILLION, "dash", "cache off (recomputes everything)")}
 MODE_SHORT = {"dynamic": "dynamic cache", "static": "static cache", "none": "no cache"}
+# The two cache-on modes often measure the same to the millisecond: the static one is drawn first, as
+# rings around the dynamic one's dots, so neither hides the other.
+MODE_MARKER = {"static": {"symbol": "circle-open", "size": 10, "line": {"width": 1.5}}}
 
 
 def _usable(result: dict[str, Any]) -> dict[str, list[float]]:
@@ -27,26 +30,28 @@ def _usable(result: dict[str, Any]) -> dict[str, list[float]]:
     return {m: v[:n] for m, v in modes.items()}
 
 
-def compare_figure(result: dict[str, Any]) -> go.Figure:
+def compare_figure(result: dict[str, Any], whose: str = "Your prompt") -> go.Figure:
     """Cumulative and per-step time for each cache mode, same prompt and token count: measured, with
-    the predictor's per-step time as a thin line beside it."""
+    the predictor's per-step time as a thin line beside it. `whose` names the prompt in the title."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("Total time so far (measured)", "Each forward: ● measured, ─ predicted"))
     predicted = result.get("predicted", {})
     modes = _usable(result)
     shifts = _label_shifts({m: sum(v) / 1000 for m, v in modes.items()})
-    for mode, latencies in modes.items():
+    for mode in sorted(modes, key=lambda m: m != "static"):
+        latencies = modes[mode]
         color, dash, label = MODE_STYLE.get(mode, (pal.GREY, "solid", mode))
         steps = list(range(len(latencies)))
         total = [round(v / 1000, 3) for v in itertools.accumulate(latencies)]
+        rank = list(MODE_STYLE).index(mode) if mode in MODE_STYLE else len(MODE_STYLE)
         fig.add_scatter(x=steps, y=total, mode="lines+markers", name=label, line={"color": color, "dash": dash},
-                        marker={"size": 5}, row=1, col=1, legendgroup=mode,
+                        marker=MODE_MARKER.get(mode, {"size": 5}), row=1, col=1, legendgroup=mode, legendrank=rank,
                         hovertemplate="after forward %{x}: %{y:.2f} s measured<extra>" + label + "</extra>")
         fig.add_annotation(x=steps[-1], y=total[-1], text=f"{total[-1]:.1f} s", showarrow=False, xanchor="left",
                            xshift=6, yshift=shifts.get(mode, 0), font={"color": color, "size": 13},
                            row=1, col=1)
         fig.add_scatter(x=steps, y=latencies, mode="markers", showlegend=False, legendgroup=mode,
-                        marker={"size": 6, "color": color}, row=1, col=2,
+                        marker={**MODE_MARKER.get(mode, {"size": 6}), "color": color}, row=1, col=2,
                         hovertemplate="forward %{x}: %{y:.1f} ms measured<extra>" + label + "</extra>")
         pred = predicted.get(mode) or []
         if any(p is not None for p in pred[:len(steps)]):
@@ -54,7 +59,7 @@ def compare_figure(result: dict[str, Any]) -> go.Figure:
                             line={"color": color, "width": 1.5, "dash": dash}, row=1, col=2,
                             hovertemplate="forward %{x}: %{y:.1f} ms predicted<extra>" + label + "</extra>")
     n = len(next(iter(modes.values()))) if modes else result.get("n_tokens", "?")
-    fig.update_layout(**pal.base_layout(f"Your prompt ({result.get('prompt_len', '?')} tokens), then {n} tokens "
+    fig.update_layout(**pal.base_layout(f"{whose} ({result.get('prompt_len', '?')} tokens), then {n} tokens "
                                         "generated three ways", height=400))
     fig.update_xaxes(title_text="forward (0 = prefill, then one per new token)", rangemode="tozero")
     fig.update_xaxes(range=[-0.5, max(n if isinstance(n, int) else 1, 1) * 1.12], row=1, col=1)
@@ -120,32 +125,39 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def batching_figure(result: dict[str, Any]) -> go.Figure:
+PREDICTED_NAME = "predicted (latency predictor)"
+
+
+def batching_figure(result: dict[str, Any], where: str = "this machine", measured_name: str = "measured here") -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
-    with the predicted compute-bound batch marked."""
+    with the predicted compute-bound batch marked, and the plain roofline estimate beside it.
+
+    `where` names the machine in the title and `measured_name` the measured line: a recording made
+    elsewhere must not call its numbers "here"."""
     rows, predicted = result.get("rows", []), result.get("predicted", [])
     crossover = result.get("compute_bound_from")
+    roofline = result.get("roofline") or {}
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("Time of one decode step", "Tokens per second, all rows together"))
     measured_max = max((r["batch"] for r in rows), default=1)
     if predicted:
         xs = [p["batch"] for p in predicted]
         fig.add_scatter(x=xs, y=[p["step ms (predicted)"] for p in predicted], mode="lines+markers",
-                        name="predicted (core)", legendgroup="pred",
+                        name=PREDICTED_NAME, legendgroup="pred",
                         line={"color": pal.PREDICTED, "dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
                         row=1, col=1, hovertemplate="batch %{x}: %{y:.0f} ms per step, predicted<extra></extra>")
         fig.add_scatter(x=xs, y=[p["tokens/s (predicted)"] for p in predicted], mode="lines+markers",
-                        name="predicted (core)", legendgroup="pred", showlegend=False,
+                        name=PREDICTED_NAME, legendgroup="pred", showlegend=False,
                         line={"color": pal.PREDICTED, "dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
                         row=1, col=2, hovertemplate="batch %{x}: %{y:.0f} tokens/s, predicted<extra></extra>")
     if rows:
         xs = [r["batch"] for r in rows]
         fig.add_scatter(x=xs, y=[r["decode step ms (measured, median)"] for r in rows], mode="lines+markers",
-                        name="measured here", legendgroup="meas", line={"color": pal.MEASURED, "width": 3},
+                        name=measured_name, legendgroup="meas", line={"color": pal.MEASURED, "width": 3},
                         marker={"size": 10}, row=1, col=1,
                         hovertemplate="batch %{x}: %{y:.0f} ms per step, measured (median)<extra></extra>")
         fig.add_scatter(x=xs, y=[r["tokens/s (measured)"] for r in rows], mode="lines+markers",
-                        name="measured here", legendgroup="meas", showlegend=False,
+                        name=measured_name, legendgroup="meas", showlegend=False,
                         line={"color": pal.MEASURED, "width": 3}, marker={"size": 10}, row=1, col=2,
                         hovertemplate="batch %{x}: %{y:.0f} tokens/s, measured<extra></extra>")
     top = max([p["batch"] for p in predicted] + [measured_max])
@@ -153,8 +165,9 @@ def batching_figure(result: dict[str, Any]) -> go.Figure:
         for col in (1, 2):
             fig.add_vrect(x0=measured_max * 1.25, x1=top * 1.3, fillcolor=pal.GREY, opacity=0.12, line_width=0,
                           row=1, col=col)
-        fig.add_annotation(x=math.log10(math.sqrt(measured_max * 1.25 * top * 1.3)), y=1.0, yref="y domain",
-                           text="predicted only", showarrow=False, yanchor="top", font={"size": 12},
+        # at the foot of the shaded band: the top holds the crossover labels
+        fig.add_annotation(x=math.log10(math.sqrt(measured_max * 1.25 * top * 1.3)), y=0.02, yref="y domain",
+                           text="predicted only", showarrow=False, yanchor="bottom", font={"size": 12},
                            row=1, col=1)
     if crossover:
         for col in (1, 2):
@@ -162,9 +175,15 @@ def batching_figure(result: dict[str, Any]) -> go.Figure:
         fig.add_annotation(x=math.log10(crossover), y=0.98, yref="y2 domain", xref="x2", yanchor="top",
                            text=f"compute-bound from<br>batch ≈ {crossover:.0f} (predicted)", showarrow=False,
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.VERMILLION})
+    estimate = roofline.get("batch")
+    if estimate:
+        fig.add_vline(x=estimate, line={"color": pal.PURPLE, "dash": "dashdot", "width": 2}, row=1, col=1)
+        fig.add_annotation(x=math.log10(estimate), y=0.98, yref="y domain", xref="x", yanchor="top",
+                           text=f"roofline estimate:<br>batch ≈ {estimate:.0f} (computed)", showarrow=False,
+                           xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.PURPLE})
+        top = max(top, estimate)
     ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    fig.update_layout(**pal.base_layout("Decode on this machine: one step serves every row of the batch",
-                                        height=400))
+    fig.update_layout(**pal.base_layout(f"Decode on {where}: one step serves the whole batch", height=400))
     fig.update_xaxes(type="log", tickvals=[t for t in ticks if t <= top], ticktext=[str(t) for t in ticks if t <= top],
                      title_text="batch size (sequences decoded together)", range=[-0.15, math.log10(top * 1.3)])
     fig.update_yaxes(title_text="ms per step", rangemode="tozero", row=1, col=1)
@@ -172,25 +191,90 @@ def batching_figure(result: dict[str, Any]) -> go.Figure:
     return pal.fit_legend(fig)
 
 
-def batching_summary(result: dict[str, Any]) -> str:
+def _step(row: dict[str, Any]) -> float:
+    return row["decode step ms (measured, median)"]
+
+
+def _rate(row: dict[str, Any]) -> float:
+    return row["tokens/s (measured)"]
+
+
+def _num(value: float) -> str:
+    """Three significant figures (whole numbers from 100 up), so a ratio beside it can be checked by hand."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
+    """A sentence on the measured step up the predictor least expected, when it grew well past the
+    prediction ('' when every step grew about as predicted, or nothing was predicted)."""
+    worst, worst_excess = None, 1.2
+    for a, b in itertools.pairwise(rows):
+        pa, pb = a.get("decode step ms (predicted)"), b.get("decode step ms (predicted)")
+        if not pa or not pb:
+            continue
+        excess = (_step(b) / _step(a)) / (pb / pa)
+        if excess > worst_excess:
+            worst, worst_excess = (a, b, pa, pb), excess
+    if worst is None:
+        return ""
+    a, b, pa, pb = worst
+    return (f"The measured step time rose most against the prediction from batch {a['batch']} to {b['batch']}: "
+            f"+{100 * (_step(b) / _step(a) - 1):.0f}% ({_num(_step(a))} → {_num(_step(b))} ms), where the latency "
+            f"predictor expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
+            "not capture everything the CPU's matrix routines do with a few rows at once.")
+
+
+def batching_summary(result: dict[str, Any], where: str = "this machine") -> str:
+    """What the batching result says, every figure in the text taken from the result beside it ('' before
+    two batch sizes are measured): the step time and throughput at both ends (measured), the gain of the
+    last doubling, and the batch where decode stops being bandwidth-bound, twice: the plain roofline
+    estimate (computed) and the latency predictor's crossover (predicted)."""
     rows = result.get("rows", [])
     if len(rows) < 2:
         return ""
     first, last = rows[0], rows[-1]
-    t0, t1 = first["decode step ms (measured, median)"], last["decode step ms (measured, median)"]
-    r0, r1 = first["tokens/s (measured)"], last["tokens/s (measured)"]
-    text = (f"**Measured:** from batch {first['batch']} to {last['batch']} the step time grew "
-            f"**×{t1 / t0:.1f}** ({t0:.0f} → {t1:.0f} ms) while the tokens per second grew **×{r1 / r0:.1f}** "
-            f"({r0:.0f} → {r1:.0f}).")
-    if len(rows) >= 2:
-        prev = rows[-2]
-        gain = last["tokens/s (measured)"] / prev["tokens/s (measured)"]
-        text += (f" The last doubling ({prev['batch']} → {last['batch']}) still multiplied the throughput by "
-                 f"{gain:.2f} (2 would mean the extra rows cost no time at all, 1 that they gained nothing).")
+    b0, b1 = first["batch"], last["batch"]
+    t0, t1 = _step(first), _step(last)
+    r0, r1 = _rate(first), _rate(last)
+    out = [f"**Measured:** from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
+           f"({_num(t0)} → {_num(t1)} ms per step) while {b1 / b0:g}× as many "
+           f"sequences shared each step, so the tokens per second grew **×{r1 / r0:.1f}** "
+           f"({_num(r0)} → {_num(r1)} tokens/s)."]
+    prev = rows[-2]
+    gain = _rate(last) / _rate(prev)
+    out[0] += (f" The last step up ({prev['batch']} → {b1}) still multiplied the throughput by {gain:.2f} "
+               f"({last['batch'] / prev['batch']:.0f} would mean the extra rows cost no time at all, 1 that they "
+               "gained nothing).")
+    jump = _unforeseen_jump(rows)
+    if jump:
+        out.append(jump)
+    roofline = result.get("roofline") or {}
     crossover = result.get("compute_bound_from")
+    bullets = []
+    if roofline.get("batch"):
+        context = result.get("prompt_len")
+        at = f" at this panel's context ({context} prompt tokens plus a few generated)" if context else ""
+        ridge, intensity, est = roofline["ridge_flop_per_byte"], roofline["decode_intensity"], roofline["batch"]
+        bullets.append(f"- *Roofline estimate (computed):* one decode step at batch 1 does **{intensity:.2f} FLOPs "
+                       f"per byte** it moves{at}, by the cost model's count, and {where}'s ridge point is "
+                       f"**{ridge:.1f} FLOP/byte** (its calibrated matmul speed over its memory bandwidth). Each "
+                       "extra row adds arithmetic but reads the same weights, so the FLOPs per byte grow about in "
+                       f"step with the batch and reach the ridge near batch {ridge:.1f} ÷ {intensity:.2f} ≈ "
+                       f"**{est:.0f}**.")
     if crossover:
-        text += (f"\n\n**Predicted:** from batch ≈ **{crossover:.0f}** this CPU's arithmetic takes longer than "
-                 "its weight and KV reads, so each further row adds its own time and throughput flattens "
-                 "(the dashed line past the measured range). That is where batching stops paying here; a GPU, "
-                 "with far more FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
-    return text
+        side = ("past the measured range, where only the dashed predicted line goes" if crossover > b1
+                else "inside the measured range")
+        bullets.append(f"- *Latency predictor (predicted):* its arithmetic time, with coefficients fitted to "
+                       f"measured forwards, overtakes its time for reading weights, cache and activations from "
+                       f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
+                       "the throughput flattens.")
+    if bullets:
+        out.append("**Where decode stops being bandwidth-bound:**\n" + "\n".join(bullets))
+        if len(bullets) == 2:
+            out.append("The two differ because the predictor also counts the cache and activation bytes that grow "
+                       "with every row, a fixed cost per forward, and how fast the machine really ran each kind of "
+                       "work; the estimate uses the bare ceilings and the batch-1 step alone. A GPU, with far more "
+                       "FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
+        else:
+            out.append("A GPU, with far more FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
+    return "\n\n".join(out)

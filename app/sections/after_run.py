@@ -15,7 +15,8 @@ from typing import Any
 import streamlit as st
 
 from app import state
-from app.components import figures, lesson
+from app.components import figures, lesson, serving_sketch
+from app.components.text import describe_weights, plain, stop_sentence
 from app.sections import export, panels, presenter
 from app.services.context import RunContext, build_context
 from app.services.model import cached_ceilings
@@ -55,9 +56,24 @@ def render(loaded: Any) -> None:
         st.divider()
         panels.batching_panel(loaded)
     st.divider()
-    st.markdown(lesson.text("serving"))
+    render_serving(events, ctx)
     if loaded is not None:
         panels.about_panel(loaded)
+    st.divider()
+    st.markdown(lesson.text("glossary", lesson.values_for(events, ctx)))
+
+
+def render_serving(events: list, ctx: RunContext) -> None:
+    """The serving question, with this run's speeds put on three readers and a long prompt."""
+    values = {**lesson.values_for(events, ctx), **serving_sketch.slot_values(events, ctx)}
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c1:
+        if values.get("stall_whole_s"):
+            st.plotly_chart(serving_sketch.figure(events, ctx), key="serving_sketch")
+        else:
+            st.caption("After a run, this chart puts its measured speeds on three readers and a long prompt.")
+    with c2:
+        st.markdown(lesson.text("serving", values))
 
 
 def model_context(loaded: Any) -> RunContext:
@@ -72,10 +88,14 @@ def render_answer(run: Any) -> None:
     st.markdown(f'<div class="pd-output" data-testid="pd-output" style="white-space:pre-wrap;'
                 f'border-left:6px solid #0072B2;padding:0.4rem 0.8rem">{html.escape(text) or "∅"}</div>',
                 unsafe_allow_html=True)
+    ending = stop_sentence(run.stop_reason, len(run.events), getattr(run.settings, "max_new_tokens", None))
+    if ending:
+        st.markdown(f"*{ending}*")
     e0 = run.events[0]
-    info = (f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
-            f"(measured) · cache: {run.settings.cache} · weights: {run.loaded.info.weights_source}")
-    st.caption(info)
+    info = run.loaded.info
+    st.caption(f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
+               f"(measured) · cache: {run.settings.cache} · weights: "
+               f"{plain(describe_weights(info.weights_source, getattr(info, 'dtype', None)))}")
     export.render(run, key_prefix="answer")
 
 

@@ -1,6 +1,6 @@
 """Save the run on screen: its trace (JSON, reloadable here or with the CLI) and its per-step table (CSV).
 
-The charts keep Plotly's own PNG export in their modebar (the camera icon), so images need
+The charts keep Plotly's own PNG export in the toolbar shown on hover (the camera icon), so images need
 nothing here. Downloads are offered only for a run that has ended (a live run is still growing).
 """
 
@@ -36,4 +36,4 @@ def render(run: Any, key_prefix: str = "export") -> None:
     c2.download_button("Per-step table (CSV)", text, file_name=name, mime="text/csv",
                        key=f"{key_prefix}_dl_csv", on_click="ignore", icon=":material/table:",
                        help="One row per forward pass; column names say measured, predicted or computed.")
-    c3.caption("Chart images: the camera icon in each chart's toolbar saves a PNG.")
+    c3.caption("Chart images: hover over a chart; the camera icon that appears at its top right saves a PNG.")

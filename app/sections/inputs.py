@@ -108,7 +108,7 @@ def render_inputs(loaded: Any) -> None:
                  format_func=CACHE_LABELS.__getitem__,
                  help="Off: every step recomputes the whole sequence (capped at 32 tokens).")
         st.toggle("Use the chat template", key=state.CHAT)
-        with st.expander("Sampling (default: greedy)"):
+        with st.expander("Sampling (default: greedy, always the most likely next token)"):
             st.slider("Temperature (0 = always the most likely token)", 0.0, 2.0, step=0.1, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", min_value=0, max_value=1000, step=1, key=state.TOP_K)
             st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key=state.TOP_P)

@@ -1,11 +1,20 @@
 """The on-demand panels: cache on/off comparison, batching, and "about this run".
 
-Each experiment runs as a queued job (app.panel_jobs); a small fragment polls it while it runs
-and the result stays in session state, so reruns and other clicks keep it on screen.
+Each experiment runs as a queued job (app.services.experiments); a small fragment polls it while it
+runs and the result stays in session state, so reruns and other clicks keep it on screen.
+
+Before a reader measures, each experiment panel shows a result already: the last complete
+measurement any reader made on this server, else a recording bundled with the app
+(app.services.experiment_results), with a line saying where and when it was measured. While the
+reader's own job runs only its progress bar shows, the earlier result hidden: building and sending a
+chart on every poll would take CPU from the measurement, and an old chart beside a progress bar
+reads as the run in progress. The reader's finished run then replaces it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from typing import Any
 
 import pandas as pd
@@ -14,12 +23,21 @@ import streamlit as st
 from app import state
 from app.components import lesson, panel_figures
 from app.sections.inputs import MAX_PROMPT_TOKENS
-from app.services.experiments import BATCH_SIZES, BATCH_STEPS, COMPARE_DEFAULT_TOKENS, BatchJob, CompareJob
+from app.services import experiment_results as results
+from app.services.experiments import (
+    BATCH_PROMPT,
+    BATCH_SIZES,
+    BATCH_STEPS,
+    COMPARE_DEFAULT_TOKENS,
+    BatchJob,
+    CompareJob,
+)
 from app.services.model import cached_ceilings, get_queue
 from core import perf
 from core.runner import encode_prompt
 
 POLL_S = 1.0  # a fragment pass costs the server CPU the measurement needs; a second is plenty
+SOURCE_ICONS = {"bundled": ":material/inventory_2:", "server": ":material/dns:", "yours": ":material/check_circle:"}
 
 
 def _job_status(job: Any) -> None:
@@ -37,7 +55,8 @@ def _job_status(job: Any) -> None:
 def _progress(job: Any, done: int, total: int) -> None:
     st.progress(min(1.0, done / total) if total else 0.0,
                 text=f"{done} of {total} measured; the chart appears when all are done.")
-    st.caption("Nothing is redrawn while it measures, so the browser does not compete with the model for the CPU.")
+    st.caption("Nothing is drawn while it measures (the earlier result is hidden meanwhile), so the browser does "
+               "not compete with the model for the CPU.")
 
 
 def _poll(job: Any, finished_key: str) -> None:
@@ -54,6 +73,25 @@ def _poll(job: Any, finished_key: str) -> None:
 def _every(key: str) -> float | None:
     job = state.job(key)
     return POLL_S if job is not None and job.active else None
+
+
+def _wall_clock(monotonic_s: float | None) -> dt.datetime:
+    now = dt.datetime.now(dt.UTC)
+    return now if monotonic_s is None else now - dt.timedelta(seconds=max(0.0, time.monotonic() - monotonic_s))
+
+
+def _shown(kind: str, job: Any, measured: bool) -> results.Measurement | None:
+    """What the panel shows: the reader's own ended run when it measured anything, else the server's last
+    measurement, else the bundled recording (None when there is none of these)."""
+    if job is not None and not job.active and measured:
+        return results.yours(kind, job.result, _wall_clock(job.finished))
+    return results.shown_before_press(kind)
+
+
+def _source_line(shown: results.Measurement, key: str, note: str = "") -> None:
+    """Where and when the shown result was measured, in one line (and a note under it)."""
+    with st.container(key=key):
+        st.caption(f"{SOURCE_ICONS.get(shown.source, '')} **{results.label(shown)}**" + (f"  \n{note}" if note else ""))
 
 
 def compare_panel(loaded: Any) -> None:
@@ -100,22 +138,47 @@ def _compare_body(loaded: Any) -> None:
             st.rerun()  # a full run re-creates this fragment with its poll timer
         st.caption(why or f"Runs the prompt in the box above ({len(prompt_ids)} tokens after the template). "
                           f"About {max(5, round(n * 0.5))} s on this machine.")
+    shown = None
     with left:
-        if job is None:
-            st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
-            return
-        _job_status(job)
-        if job.active:  # no chart redraws while measuring: the browser would compete with the model
+        if job is not None:
+            _job_status(job)
+        if busy:  # no chart redraws while measuring: the browser would compete with the model
             _progress(job, sum(len(v) for v in job.result["modes"].values()), 3 * job.n_tokens)
-        elif any(job.result["modes"].values()):
-            st.plotly_chart(panel_figures.compare_figure(job.result), key="compare_fig")
-            with st.expander("Cache comparison as a table"):
-                st.dataframe(pd.DataFrame(panel_figures.compare_rows(job.result)), hide_index=True)
-    if job is not None and not job.active:  # a summary of half the forwards would mislead: wait for all
-        summary = panel_figures.compare_summary(job.result)
+        else:
+            shown = _shown("compare", job, job is not None and any(job.result["modes"].values()))
+            if shown is None:
+                st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
+            else:
+                _source_line(shown, "pd_compare_source", _compare_prompt_note(shown))
+                st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source]),
+                                key="compare_fig")
+                with st.expander("Cache comparison as a table"):
+                    st.dataframe(pd.DataFrame(panel_figures.compare_rows(shown.result)), hide_index=True)
+    if shown is not None:  # a summary of half the forwards would mislead: none while measuring
+        summary = panel_figures.compare_summary(shown.result)
         if summary:
             st.markdown(summary)
     _poll(job, state.COMPARE_SEEN)
+
+
+COMPARE_WHOSE = {"bundled": "The recording's prompt", "server": "A reader's prompt", "yours": "Your prompt"}
+
+
+def _compare_prompt_note(shown: results.Measurement) -> str:
+    """Which prompt the shown comparison ran: the button always runs the one in the box."""
+    res = shown.result
+    size = f"{res.get('prompt_len', '?')} tokens after the chat template, {res.get('n_tokens', '?')} generated in each mode"
+    if shown.source == "bundled":
+        chat = (shown.provenance.get("prompt") or {}).get("chat", True)
+        same = (str(state.get(state.PROMPT) or "").strip() == (shown.prompt or "").strip()
+                and bool(state.get(state.CHAT, True)) == bool(chat))
+        return (f"Prompt of this recording: “{shown.prompt}” ({size}). "
+                + ("It is also the prompt in the box now." if same else
+                   "The button runs the prompt in the box instead."))
+    if shown.source == "server":
+        return (f"A reader's prompt ({size}); other readers' prompts are never shown. The button runs the "
+                "prompt in the box.")
+    return f"The prompt that was in the box when you pressed the button ({size})."
 
 
 def _batching_body(loaded: Any) -> None:
@@ -130,24 +193,34 @@ def _batching_body(loaded: Any) -> None:
             state.set_job(state.BATCHING, job)
             st.rerun()
         st.caption(f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
-                   "(median shown), measured here; the predictor (core) goes on to batch 128. About 15 s.")
+                   "(median shown), measured on this server; the latency predictor goes on to batch 128. "
+                   "About 15 s.")
+    shown = None
     with left:
-        if job is None:
-            st.caption("Press the button to measure: the chart appears here.")
-            return
-        _job_status(job)
-        if job.active:
+        if job is not None:
+            _job_status(job)
+        if job is not None and job.active:
             _progress(job, len(job.result["rows"]), len(job.batches))
-        elif job.result["rows"]:
-            st.plotly_chart(panel_figures.batching_figure(job.result), key="batch_fig")
-            with st.expander("Batching results as a table"):
-                st.dataframe(pd.DataFrame(job.result["rows"]), hide_index=True)
-                if job.result.get("predicted"):
-                    st.caption("The predictor alone, past the measured range:")
-                    st.dataframe(pd.DataFrame(job.result["predicted"]), hide_index=True)
-    summary = panel_figures.batching_summary(job.result) if not job.active else ""
-    if summary:
-        st.markdown(summary)
+        else:
+            shown = _shown("batching", job, job is not None and bool(job.result["rows"]))
+            if shown is None:
+                st.caption("Press the button to measure: the chart appears here.")
+            else:
+                recorded = shown.source == "bundled"
+                _source_line(shown, "pd_batching_source",
+                             f"Same fixed prompt in every row: “{BATCH_PROMPT}”" if recorded else "")
+                where = "the recording machine" if recorded else "this machine"
+                st.plotly_chart(panel_figures.batching_figure(
+                    shown.result, where, "measured (recording)" if recorded else "measured here"), key="batch_fig")
+                with st.expander("Batching results as a table"):
+                    st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
+                    if shown.result.get("predicted"):
+                        st.caption("The latency predictor alone, past the measured range:")
+                        st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
+    if shown is not None:
+        summary = panel_figures.batching_summary(shown.result, where)
+        if summary:
+            st.markdown(summary)
     _poll(job, state.BATCHING_SEEN)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from app import state
-from app.components.text import plain, safe_name
+from app.components.text import describe_weights, plain, safe_name
 from app.sections import export
 from app.services import replay
 from core.trace import TraceError, load_trace_file
@@ -89,7 +89,7 @@ def replay_banner(run: Any) -> None:
     trace = run.trace()
     s = trace.summary()
     st.info(f"**Recorded run, not live:** {plain(run.source)} · model {plain(s['model'])} "
-            f"({plain(s['weights_source'])}) · timings measured on "
+            f"(weights: {plain(describe_weights(str(s['weights_source']), trace.model.get('dtype')))}) · timings measured on "
             f"{plain(replay.recorded_on(trace))}. Use ▶ / ❚❚ / ← → or the step slider to walk through it.",
             icon=":material/videocam:")
 

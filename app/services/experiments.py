@@ -7,6 +7,9 @@ Fairness of the measurements: each job first runs a short untimed warm-up (the f
 after a pause are slow: caches and thread pools are cold), and the comparison advances its three
 modes in lockstep, one forward of each in turn, so a burst of load from elsewhere on the machine
 hits all three alike instead of whichever mode happened to run at that moment.
+
+A job that ends with every forward measured hands its result to app.services.experiment_results,
+the server's last measurement that every reader's panel shows until they measure their own.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from app.services import experiment_results
+from app.services.experiment_results import COMPARE_MODES
 from app.services.jobs import ModelJob, RunQueue
-from app.services.model import make_annotator
+from app.services.model import get_ceilings, make_annotator
 from core import perf
 from core.dtypes import normalize_dtype
 from core.predictor import cost_for_event, host_predictor
@@ -27,7 +32,7 @@ BATCH_SIZES = (1, 2, 4, 8, 16)
 PREDICTED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)  # the predictor goes on past what is measured
 BATCH_PROMPT = "Tell me a short story about a robot."
 BATCH_STEPS = 8
-COMPARE_MODES = ("dynamic", "static", "none")
+BATCH_CONTEXT = BATCH_STEPS // 2  # tokens past the prompt at which a batch's decode step is priced
 COMPARE_DEFAULT_TOKENS = NO_CACHE_MAX_NEW_TOKENS
 
 
@@ -53,6 +58,9 @@ class CompareJob(ModelJob):
         self.n_tokens = max(2, min(n_tokens, NO_CACHE_MAX_NEW_TOKENS))
         self.result: dict[str, Any] = {"prompt_len": len(prompt_ids), "n_tokens": self.n_tokens, "modes": {},
                                        "predicted": {}}
+
+    def on_finish(self) -> None:
+        experiment_results.record_finished(self.kind, self.status, self.result)
 
     def work(self) -> None:
         import torch
@@ -95,13 +103,18 @@ class BatchJob(ModelJob):
                  steps: int = BATCH_STEPS) -> None:
         super().__init__(queue)
         self.loaded, self.batches, self.steps = loaded, batches, steps
-        self.result: dict[str, Any] = {"rows": [], "steps": steps, "predicted": [], "compute_bound_from": None}
+        self.result: dict[str, Any] = {"rows": [], "batches": list(batches), "steps": steps, "predicted": [],
+                                       "compute_bound_from": None, "roofline": None}
+
+    def on_finish(self) -> None:
+        experiment_results.record_finished(self.kind, self.status, self.result)
 
     def work(self) -> None:
         prompt_ids = encode_prompt(self.loaded, BATCH_PROMPT, chat=True)
         self.result["prompt_len"] = len(prompt_ids)
         self.progress = "predicting, then warming up…"
         self.result["predicted"], self.result["compute_bound_from"] = predicted_batches(self.loaded, len(prompt_ids))
+        self.result["roofline"] = roofline_batch(self.loaded, len(prompt_ids))
         _warm_up(self.loaded, prompt_ids)
         base = GenerationSettings(max_new_tokens=self.steps + 1, stop_on_eos=False, record_kv_norms=False)
         for b in self.batches:
@@ -139,7 +152,7 @@ def predicted_batches(loaded: Any, prompt_len: int) -> tuple[list[dict[str, Any]
         predictor = host_predictor(spec, dtype, measure=True)  # runs inside a queued job
     except Exception:  # no calibration or an architecture core cannot price: measured numbers only
         return [], None
-    n_cached = prompt_len + BATCH_STEPS // 2
+    n_cached = prompt_len + BATCH_CONTEXT
     rows = []
     for b in PREDICTED_BATCHES:
         cost = cost_for_event(spec, 1, n_cached, b, dtype)
@@ -149,3 +162,31 @@ def predicted_batches(loaded: Any, prompt_len: int) -> tuple[list[dict[str, Any]
                      "compute ms (predicted)": round(compute * 1000, 2), "memory ms (predicted)": round(memory * 1000, 2)})
     crossover = perf.compute_bound_batch(spec, predictor, n_cached, dtype)
     return rows, None if crossover is None else float(crossover)
+
+
+def roofline_batch(loaded: Any, prompt_len: int) -> dict[str, float] | None:
+    """The plain roofline estimate of the batch where decode stops being bandwidth-bound, or None
+    (no calibration, or a model the cost model cannot price).
+
+    The ridge point (calibrated matmul FLOP/s over weight-stream bytes/s, the page's roofline ridge)
+    divided by the arithmetic intensity of one batch-1 decode step at this panel's context (the cost
+    model's FLOPs over bytes moved). Every extra row adds its arithmetic but reads the same weights,
+    so the intensity grows about in proportion to the batch and meets the ridge near this batch.
+    It ignores what the predictor adds: fitted coefficients, a fixed overhead, and the cache and
+    activation bytes that grow with every row.
+    """
+    try:
+        ceilings = get_ceilings()  # runs inside a queued job: measuring is allowed
+        if not ceilings.peak_flops or not ceilings.bandwidth:
+            return None
+        spec = spec_from_config(loaded.config)
+        cost = cost_for_event(spec, 1, prompt_len + BATCH_CONTEXT, 1, normalize_dtype(loaded.info.dtype))
+        intensity = cost.intensity
+    except Exception:  # an architecture core cannot price: measured numbers only
+        return None
+    if intensity <= 0:
+        return None
+    ridge = ceilings.peak_flops / ceilings.bandwidth
+    return {"ridge_flop_per_byte": round(ridge, 2), "decode_intensity": round(intensity, 3),
+            "batch": round(ridge / intensity, 1), "peak_flops_per_s": round(ceilings.peak_flops),
+            "bandwidth_bytes_per_s": round(ceilings.bandwidth)}

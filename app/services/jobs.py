@@ -212,6 +212,10 @@ class Job:
             self.finished = time.monotonic()
             trim()  # what the run freed goes back to the system (app.services.process_memory)
             self.queue.release(self.id)
+        self.on_finish()
+
+    def on_finish(self) -> None:
+        """Called once on the job's own thread after its work, with `status` final. Nothing by default."""
 
 
 class ModelJob(Job):

@@ -141,7 +141,7 @@ class ReplayRun:
         self.settings = SimpleNamespace(**{**s, "cache": str(s.get("cache", "dynamic"))})
         m = self.trace_data.model
         self.loaded = SimpleNamespace(info=SimpleNamespace(weights_source=m.get("weights_source", "?"),
-                                                           id=m.get("id", "?")))
+                                                           id=m.get("id", "?"), dtype=m.get("dtype")))
 
     @property
     def generated_text(self) -> str:

@@ -29,7 +29,8 @@ def render() -> None:
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title(TITLE)
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
-               "Every number is either **measured** on this run or **computed** by the cost model, and says so.")
+               "Every number says what it is: **measured** on this run, **computed** from the model's shapes, or "
+               "**predicted** by the latency model.")
     presenter.render_header()
     share_links.show_notices()
     if not presenter.active():
