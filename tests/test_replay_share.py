@@ -99,6 +99,12 @@ def test_model_unavailable_falls_back_to_a_bundled_replay(no_model):
     # the lesson still reads from the recording: its measured TTFT fills the text
     assert f"{recorded.events[0].latency_ms:.0f} ms" in _texts(at.markdown)
     assert dict(at.query_params) == {"page": "replay"}
+    # both experiments show their bundled recordings, buttons disabled until a model can run them
+    for button in ("Compare cache modes", "Measure batch sizes"):
+        assert [b.disabled for b in at.button if b.label.startswith(button)] == [True]
+    sources = _texts(at.caption)
+    assert sources.count("Recorded") >= 2 or sources.count("recording") >= 2, sources
+    assert len(at.get("plotly_chart")) >= 2
 
 
 def test_trace_round_trip_through_the_page(no_model):

@@ -48,13 +48,9 @@ def render(loaded: Any) -> None:
     st.divider()
     st.markdown(lesson.text("formulas", lesson.values_for(events, ctx)))
     render_crossover(events, ctx)
-    if loaded is None:
-        st.caption(f"The cache comparison and batching experiments need the live model "
-                   f"({figures.fmt_bytes(ctx.kv_bytes_per_token)} of cache per token here, computed).")
-    else:
-        panels.compare_panel(loaded)
-        st.divider()
-        panels.batching_panel(loaded)
+    panels.compare_panel(loaded)  # without the model: the recording, its button disabled
+    st.divider()
+    panels.batching_panel(loaded)
     st.divider()
     render_serving(events, ctx)
     if loaded is not None:

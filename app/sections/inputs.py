@@ -73,7 +73,8 @@ def on_generate(loaded: Any) -> None:
         st.session_state[state.MESSAGE] = limited
         return
     settings, prompt_ids = prepared
-    run = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings)
+    run = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings,
+                        wait_for_page=True)
     state.set_run(run)
     run.start()
 

@@ -36,6 +36,8 @@ from app.services.model import cached_ceilings, get_queue
 from core import perf
 from core.runner import encode_prompt
 
+NO_MODEL = ("The live model is not ready on this server yet, so the button waits for it; "
+            "the recording shown here stands in meanwhile.")
 POLL_S = 1.0  # a fragment pass costs the server CPU the measurement needs; a second is plenty
 SOURCE_ICONS = {"bundled": ":material/inventory_2:", "server": ":material/dns:", "yours": ":material/check_circle:"}
 
@@ -88,18 +90,20 @@ def _shown(kind: str, job: Any, measured: bool) -> results.Measurement | None:
     return results.shown_before_press(kind)
 
 
-def _source_line(shown: results.Measurement, key: str, note: str = "") -> None:
+def _source_line(shown: results.Measurement, key: str, note: str = "", can_measure: bool = True) -> None:
     """Where and when the shown result was measured, in one line (and a note under it)."""
+    line = results.label(shown, can_measure=can_measure)
     with st.container(key=key):
-        st.caption(f"{SOURCE_ICONS.get(shown.source, '')} **{results.label(shown)}**" + (f"  \n{note}" if note else ""))
+        st.caption(f"{SOURCE_ICONS.get(shown.source, '')} **{line}**" + (f"  \n{note}" if note else ""))
 
 
-def compare_panel(loaded: Any) -> None:
+def compare_panel(loaded: Any | None) -> None:
+    """`loaded` is None while the model is missing: the panel then shows its recording, button disabled."""
     with st.container(key="pd_panel_compare"):
         st.fragment(_compare_body, run_every=_every(state.COMPARE))(loaded)
 
 
-def batching_panel(loaded: Any) -> None:
+def batching_panel(loaded: Any | None) -> None:
     with st.container(key="pd_panel_batching"):
         st.fragment(_batching_body, run_every=_every(state.BATCHING))(loaded)
 
@@ -131,7 +135,7 @@ def _compare_body(loaded: Any) -> None:
             "is ignored so all three run equally long.")
         n = st.slider("Tokens to generate in each mode", 4, COMPARE_DEFAULT_TOKENS, COMPARE_DEFAULT_TOKENS,
                       key=state.COMPARE_TOKENS, disabled=busy)
-        prompt_ids, why = _compare_prompt(loaded)
+        prompt_ids, why = _compare_prompt(loaded) if loaded is not None else (None, NO_MODEL)
         if st.button("Compare cache modes", key=state.COMPARE_GO, disabled=prompt_ids is None or busy):
             job = CompareJob(get_queue(), loaded, prompt_ids, n).start()
             state.set_job(state.COMPARE, job)
@@ -149,7 +153,7 @@ def _compare_body(loaded: Any) -> None:
             if shown is None:
                 st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
             else:
-                _source_line(shown, "pd_compare_source", _compare_prompt_note(shown))
+                _source_line(shown, "pd_compare_source", _compare_prompt_note(shown), loaded is not None)
                 st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source]),
                                 key="compare_fig")
                 with st.expander("Cache comparison as a table"):
@@ -188,11 +192,12 @@ def _batching_body(loaded: Any) -> None:
     with right:
         st.markdown(lesson.text("batching"))
         if st.button("Measure batch sizes " + ", ".join(map(str, BATCH_SIZES)), key=state.BATCH_GO,
-                     disabled=job is not None and job.active):
+                     disabled=loaded is None or (job is not None and job.active)):
             job = BatchJob(get_queue(), loaded).start()
             state.set_job(state.BATCHING, job)
             st.rerun()
-        st.caption(f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
+        st.caption(NO_MODEL if loaded is None else
+                   f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
                    "(median shown), measured on this server; the latency predictor goes on to batch 128. "
                    "About 15 s.")
     shown = None
@@ -208,7 +213,8 @@ def _batching_body(loaded: Any) -> None:
             else:
                 recorded = shown.source == "bundled"
                 _source_line(shown, "pd_batching_source",
-                             f"Same fixed prompt in every row: “{BATCH_PROMPT}”" if recorded else "")
+                             f"Same fixed prompt in every row: “{BATCH_PROMPT}”" if recorded else "",
+                             loaded is not None)
                 where = "the recording machine" if recorded else "this machine"
                 st.plotly_chart(panel_figures.batching_figure(
                     shown.result, where, "measured (recording)" if recorded else "measured here"), key="batch_fig")

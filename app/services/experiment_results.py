@@ -278,12 +278,14 @@ def _clock(when: dt.datetime, now: dt.datetime) -> str:
             else f"{when:%H:%M} UTC on {when.day} {when:%B %Y}")
 
 
-def label(m: Measurement, now: dt.datetime | None = None) -> str:
+def label(m: Measurement, now: dt.datetime | None = None, can_measure: bool = True) -> str:
     """One line saying where and when the shown result was measured, and what the button does."""
     now = now or dt.datetime.now(dt.UTC)
     if m.source == "bundled":
+        then = ("press the button to measure on this server now" if can_measure
+                else "the button measures on this server once the model is ready")
         return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y} (a recording bundled with "
-                "the app; press the button to measure on this server now)")
+                f"the app; {then})")
     if m.source == "server":
         return (f"Measured on this server at {_clock(m.measured_at, now)} by a reader's earlier run; press the "
                 "button to measure again")

@@ -8,6 +8,7 @@ one Event per forward. The fragment that draws reads `events` and never blocks t
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -18,13 +19,21 @@ from core.runner import GenerationSettings, environment, run
 from core.settings import bench_log
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
+# The click that starts a run also reruns the whole page script, which builds every figure in
+# Python; a prefill timed while that rerun holds the interpreter lock reads several times slower
+# than the model is. The run waits for the page to say it has drawn, but never longer than this.
+PAGE_SETTLE_MAX_S = 3.0
+
 
 class GenerationRun(ModelJob):
     kind = "generate"
 
     def __init__(self, queue: RunQueue, loaded: Any, prompt: str, prompt_ids: list[int],
-                 settings: GenerationSettings) -> None:
+                 settings: GenerationSettings, wait_for_page: bool = False) -> None:
         super().__init__(queue)
+        self._page_drawn = threading.Event()
+        if not wait_for_page:
+            self._page_drawn.set()
         self.loaded = loaded
         self.prompt = prompt
         self.prompt_ids = prompt_ids
@@ -33,6 +42,21 @@ class GenerationRun(ModelJob):
         self.wall: list[float] = []  # seconds from the prefill's start to each event's arrival
         self.ctx: RunContext | None = None
         self.stop_reason: str | None = None
+
+    def page_drawn(self) -> None:
+        """The page that started this run has finished its script pass: timing may begin."""
+        self._page_drawn.set()
+
+    def stop(self) -> None:
+        super().stop()
+        self._page_drawn.set()  # nothing left to wait for
+
+    def _do_work(self) -> None:
+        # Waits on this job's thread, not the model thread, so nobody else's run is held up.
+        if not self._page_drawn.is_set():
+            self.progress = "waiting for the page to finish drawing…"
+            self._page_drawn.wait(PAGE_SETTLE_MAX_S)
+        super()._do_work()
 
     def work(self) -> None:
         self.progress = "measuring this machine's ceilings (once per server)…"

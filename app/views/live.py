@@ -53,3 +53,6 @@ def render() -> None:
     live_view.live_view(loaded.config if loaded is not None else None)
     after_run.render(loaded)
     share_links.sync_url()
+    run = state.current_run()
+    if run is not None and hasattr(run, "page_drawn"):
+        run.page_drawn()  # a run started by this pass's click begins timing only now (see runs.py)
