@@ -267,7 +267,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
         bullets.append(f"- *Latency predictor (predicted):* its arithmetic time, with coefficients fitted to "
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
-                       "the throughput flattens.")
+                       "throughput grows ever more slowly.")
     if bullets:
         out.append("**Where decode stops being bandwidth-bound:**\n" + "\n".join(bullets))
         if len(bullets) == 2:
