@@ -53,13 +53,17 @@ def tpot_ms(events: Sequence[TimedEvent]) -> float | None:
 
 
 def achieved_bandwidth(events: Sequence[TimedEvent]) -> float | None:
-    """Mean bytes/s over the decode steps: the cost model's bytes over the measured step time.
+    """Bytes/s over the decode steps: all their computed bytes over all their measured time.
 
+    A ratio of sums, so it equals the mean bytes per step over TPOT (the mean step time): the
+    division a reader does with the two numbers the page prints. A mean of per-step rates would
+    weight the fast steps more and read higher than that division.
     Steps without a cost (an unpriced model) or with a zero time are left out; None if none remain.
     """
-    rates = [e.cost["bytes"]["total"] / (e.latency_ms / 1e3) for e in events
-             if e.phase == "decode" and e.cost and e.latency_ms > 0]
-    return statistics.fmean(rates) if rates else None
+    steps = [e for e in events if e.phase == "decode" and e.cost and e.latency_ms > 0]
+    if not steps:
+        return None
+    return sum(e.cost["bytes"]["total"] for e in steps) / (sum(e.latency_ms for e in steps) / 1e3)
 
 
 def paper_ms(event: TimedEvent, bandwidth: float | None) -> float | None:

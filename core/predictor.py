@@ -3,7 +3,8 @@
 The model is additive, the way the calibrated analysers that held up on real CPUs were built:
 
     time = overhead + (weight + activation bytes) / bandwidth + KV bytes / bandwidth + FLOPs / peak
-           (+ a fixed extra for the prefill forward, which builds the cache and the causal mask)
+           (+ a fixed extra for a forward of several new tokens at once, such as the prefill: it
+              builds the causal mask and the cache; a no-cache run pays it on every forward)
 
 with the bandwidth and peak measured on this machine by `core.calibrate` (the "host" preset) or
 taken from a datasheet (the other presets). Each term carries a coefficient: 1.0 means "exactly
@@ -59,12 +60,15 @@ class Predictor:
         """Each additive term in seconds before its coefficient (the features of the fit)."""
         b = cost.bytes if isinstance(cost, ForwardCost) else cost["bytes"]
         f = cost.flops if isinstance(cost, ForwardCost) else cost["flops"]
+        n_new = cost.n_new if isinstance(cost, ForwardCost) else int(cost.get("n_new", 1))
         return {
             "overhead": self.overhead_s,
             "memory": (b["weights"] + b["activations"]) / self.bandwidth,
             "kv": (b["kv_read"] + b["kv_write"]) / self.bandwidth,
             "compute": f["total"] / self.peak,
-            "prefill_extra": 1.0 if phase == "prefill" else 0.0,
+            # Keyed on the shape, not the name: a no-cache "decode" step re-reads the whole prompt
+            # in one multi-token forward, so it pays what a prefill pays.
+            "prefill_extra": 1.0 if phase == "prefill" or n_new > 1 else 0.0,
         }
 
     def predict_s(self, cost: ForwardCost | dict, phase: str) -> float:

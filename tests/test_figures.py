@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -69,6 +70,13 @@ def test_traffic_and_roofline_use_the_cost_of_every_step(run_data):
     roof = charts.figure("roofline", events, ctx)
     assert len(roof.data[1].x) == 1 and len(roof.data[2].x) == len(events) - 1
     assert roof.data[1].x[0] > roof.data[2].x[0]  # prefill is more intense than decode
+    # y is in GFLOP/s, the unit the text and the table quote, labelled at powers of ten only
+    table = metrics.roofline_table(events, ctx)
+    assert roof.data[1].y[0] == pytest.approx(table["GFLOP/s (measured time)"][0], rel=1e-3)
+    assert "GFLOP/s" in roof.layout.yaxis.title.text
+    for axis in (roof.layout.xaxis, roof.layout.yaxis):
+        assert all(math.log10(v) == round(math.log10(v)) for v in axis.tickvals)
+        assert not any(t.endswith(("B", "M", "k")) for t in axis.ticktext)
 
 
 @pytest.mark.parametrize("name", charts.NAMES)
@@ -140,12 +148,31 @@ def test_the_paper_and_prefill_texts_agree_with_the_run(run_data):
         assert "[[" not in text and "—" not in text, name
     decode = events[1:]
     assert values["pred_ms"] == f"{statistics.median(e.predicted_ms for e in decode):.0f}"
-    assert values["p_memory_ms"] == f"{statistics.median(e.predicted_terms_ms['memory'] for e in decode):.1f}"
+    assert values["p_memory_ms"] == lesson._ms(statistics.median(e.predicted_terms_ms['memory'] for e in decode))
     assert values["paper_ms"] == f"{statistics.median(1000 * e.cost['bytes']['total'] / 7e9 for e in decode):.0f}"
     flops, seconds = events[0].cost["flops"]["total"], events[0].latency_ms / 1e3
     assert values["prefill_pct_of_peak"] == f"{100 * flops / seconds / 7e10:.0f}"
     intensity = flops / events[0].cost["bytes"]["total"]
     assert ("right of the ridge" in values["prefill_vs_ridge"]) == (intensity >= 10.0)  # ridge = 7e10 / 7e9
+
+
+def test_prefill_sentences_reconcile_their_numbers(run_data):
+    """n tokens promise 2n/B FLOPs per weight byte; the run's figure is lower by exactly the weights
+    that do no per-token work, and the roofline's intensity counts the other bytes too."""
+    events, ctx = run_data
+    v = lesson.values_for(events, ctx)
+    cost, n = events[0].cost, events[0].cost["n_new"]
+    assert v["ideal_flop_per_byte"] == f"{2 * n / ctx.dtype_bytes:.0f}"
+    busy = (cost["flops"]["attn_proj"] + cost["flops"]["mlp"]) / (2 * n) * ctx.dtype_bytes
+    assert v["idle_weight_pct"] == f"{100 * (1 - busy / cost['bytes']['weights']):.0f}"
+    assert float(v["prefill_intensity"]) < float(v["prefill_flop_per_weight_byte"]) <= 2 * n / ctx.dtype_bytes + 1
+
+
+def test_small_terms_keep_two_digits_and_the_gap_reads_by_its_sign():
+    assert lesson._ms(85.94) == "85.9" and lesson._ms(0.042) == "0.042" and lesson._ms(0.0) == "0.0"
+    assert lesson._rest_sentence(100.0, 80.0).startswith("the other 20 ms are what the prediction misses")
+    assert lesson._rest_sentence(74.0, 99.0).startswith("25 ms less than predicted")
+    assert lesson._rest_sentence(80.0, 79.5) == "the prediction matches it to within 1 ms"
 
 
 def test_send_window_resends_recent_passes_and_everything_on_full_runs():

@@ -117,9 +117,9 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     assert kv.locator(".gtitle").count() == 0 and kv.locator(".annotation").count() == 0
     latency = page.locator(".pd-chart[data-chart=latency]")
     assert latency.locator(".legend").count() == 0  # no Plotly legend
-    predicted = latency.get_by_role("button", name="predicted (cost model)")
+    predicted = latency.get_by_role("button", name="predicted (latency model)")
     shown = """(visible) => { const d = document.querySelector('.pd-chart[data-chart=latency] .js-plotly-plot');
-        return d && d._fullData.some(t => t.name === 'predicted (cost model)' && t.visible === visible); }"""
+        return d && d._fullData.some(t => t.name === 'predicted (latency model)' && t.visible === visible); }"""
     predicted.click()
     assert predicted.get_attribute("aria-pressed") == "false"
     page.wait_for_function(shown, arg="legendonly", timeout=10_000)

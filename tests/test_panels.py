@@ -51,12 +51,12 @@ def test_batching_figure_marks_the_predicted_crossover():
     roofline = {"ridge_flop_per_byte": 11.1, "decode_intensity": 0.5, "batch": 22.2}
     fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0,
                                          "roofline": roofline})
-    assert {t.name for t in fig.data} == {"measured here", "predicted (latency predictor)"}
+    assert {t.name for t in fig.data} == {"measured here", "predicted (latency model)"}
     assert any("compute-bound" in (a.text or "") and "predicted" in a.text for a in fig.layout.annotations)
     assert any("roofline estimate" in (a.text or "") and "22 (computed)" in a.text for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
     summary = panel_figures.batching_summary({"rows": rows, "compute_bound_from": 20.0})
-    assert "Measured" in summary and "Latency predictor (predicted)" in summary and "20" in summary
+    assert "Measured" in summary and "Latency model (predicted)" in summary and "20" in summary
     assert "Roofline estimate" not in summary  # nothing said about a figure the result lacks
     recorded = panel_figures.batching_figure({"rows": rows, "predicted": predicted}, "the recording machine",
                                              "measured (recording)")
@@ -80,7 +80,7 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     assert "(8 → 16) still multiplied the throughput by 1.63" in text
     assert "Roofline estimate (computed)" in text and "**0.50 FLOPs per byte**" in text
     assert "**11.1 FLOP/byte**" in text and "11.1 ÷ 0.50 ≈ **22**" in text
-    assert "Latency predictor (predicted)" in text and "batch ≈ **38**" in text and "past the measured range" in text
+    assert "Latency model (predicted)" in text and "batch ≈ **38**" in text and "past the measured range" in text
     assert "39 prompt tokens" in text
     for a, b, shown in re.findall(r"(\d+\.?\d*) ÷ (\d+\.?\d*) ≈ \*\*(\d+)\*\*", text):
         assert round(float(a) / float(b)) == int(shown)  # the division a reader can redo
@@ -91,7 +91,7 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     predicted = {1: 55.0, 2: 56.0, 4: 58.0, 8: 62.0, 16: 70.0}
     jumpy = {**result, "rows": [{**r, "decode step ms (predicted)": predicted[r["batch"]]} for r in rows]}
     jumpy["rows"][2]["decode step ms (measured, median)"] = 95.0  # batch 4 far slower than predicted
-    assert ("rose most against the prediction from batch 2 to 4: +58% (60 → 95 ms), where the latency predictor "
+    assert ("rose most against the prediction from batch 2 to 4: +58% (60 → 95 ms), where the latency model "
             "expected +4% (56 → 58 ms)") in panel_figures.batching_summary(jumpy)
 
 
@@ -140,7 +140,7 @@ def test_a_fresh_page_shows_recorded_results_before_any_press():
     text = "".join(m.value for m in at.markdown)
     assert "without the cache these 32 forwards took" in text
     assert "from batch 1 to 16 the step time grew" in text and "Roofline estimate (computed)" in text
-    assert "Latency predictor (predicted)" in text
+    assert "Latency model (predicted)" in text
 
 
 @pytest.mark.model

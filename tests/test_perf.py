@@ -35,13 +35,16 @@ def test_ttft_is_the_first_forward_and_tpot_the_mean_decode_step():
     assert perf.tpot_ms(RUN[:1]) is None  # the prefill alone has no decode step yet
 
 
-def test_achieved_bandwidth_averages_decode_steps_only():
+def test_achieved_bandwidth_is_decode_bytes_over_decode_time():
     events = [_event("prefill", 100.0, 10**12),  # never counted: the prefill is not a decode step
-              _event("decode", 100.0, 10**9),  # 1 GB in 0.1 s = 10 GB/s
-              _event("decode", 100.0, 2 * 10**9),  # 20 GB/s
+              _event("decode", 100.0, 10**9),  # 1 GB in 0.1 s
+              _event("decode", 300.0, 3 * 10**9),  # 3 GB in 0.3 s
               _event("decode", 100.0),  # unpriced: left out
               _event("decode", 0.0, 10**9)]  # no time: left out
-    assert perf.achieved_bandwidth(events) == pytest.approx(15e9)
+    # 4 GB in 0.4 s: mean bytes per step (2 GB) over mean step time (0.2 s), as a reader divides
+    assert perf.achieved_bandwidth(events) == pytest.approx(10e9)
+    steps = [_event("decode", 100.0, 10**9), _event("decode", 50.0, 10**9)]
+    assert perf.achieved_bandwidth(steps) == pytest.approx(2 * 10**9 / 0.15)  # not the mean of 10 and 20 GB/s
     assert perf.achieved_bandwidth(events[:1]) is None
 
 

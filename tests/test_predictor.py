@@ -1,4 +1,4 @@
-"""The latency predictor: fitting, robustness, persistence, the runner's annotator, `estimate`."""
+"""The latency model (the page calls it the latency model): fitting, robustness, persistence, the runner's annotator, `estimate`."""
 
 from __future__ import annotations
 
@@ -121,6 +121,23 @@ def test_contributions_are_the_terms_times_their_coefficients():
     terms, parts = predictor.terms_s(cost, "decode"), predictor.contributions_s(cost, "decode")
     assert parts == {k: predictor.coef[k] * terms[k] for k in P.TERMS}
     assert sum(parts.values()) == pytest.approx(predictor.predict_s(cost, "decode"))
+
+
+def test_a_no_cache_step_pays_the_multi_token_extra_like_the_prefill(tiny_model):
+    """Without a cache every forward re-reads the whole sequence: none may be predicted cheaper
+    than the shorter forward before it (it was, by the prefill-only extra, before this was keyed
+    on the forward's shape)."""
+    spec = spec_from_config(tiny_model.config)
+    predictor = replace(_cpu_like(), coef={**TRUE_COEF, "prefill_extra": 0.05})
+    annotate = P.make_annotator(spec, predictor, "fp32")
+    settings = GenerationSettings(max_new_tokens=4, chat=False, stop_on_eos=False, cache="none")
+    events = generate_trace(tiny_model, "no cache", settings, annotate=annotate).events
+    assert [e.phase for e in events] == ["prefill", "decode", "decode", "decode"]
+    assert all(e.predicted_terms_ms["prefill_extra"] == pytest.approx(50.0) for e in events)
+    predicted = [e.predicted_ms for e in events]
+    assert predicted == sorted(predicted)
+    one_token = forward_cost(SMOL, 1, 100)
+    assert predictor.terms_s(one_token, "decode")["prefill_extra"] == 0.0  # a cached decode pays none
 
 
 def test_static_cache_is_priced_over_its_allocated_length(tiny_model):

@@ -131,7 +131,7 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"color": pal.MEASURED, "size": 6}, "line": {"color": pal.MEASURED, "width": 1.5},
          "hovertemplate": "step %{x}: %{y:.1f} ms measured<br>token: %{customdata}<extra></extra>",
          "customdata": []},
-        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "predicted (cost model)",
+        {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": "predicted (latency model)",
          "marker": {"color": pal.PREDICTED, "size": 7, "symbol": "circle-open"},
          "line": {"color": pal.PREDICTED, "width": 1.5, "dash": "dash"},
          "hovertemplate": "step %{x}: %{y:.1f} ms predicted<extra></extra>"},
@@ -268,15 +268,16 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
         ridge = c.peak_flops / c.bandwidth
         lo, hi = 0.05, 5000.0
         roof["x"] = [lo, ridge, hi]
-        roof["y"] = [c.bandwidth * lo, c.peak_flops, c.peak_flops]
+        roof["y"] = [c.bandwidth * lo / GIGA, c.peak_flops / GIGA, c.peak_flops / GIGA]
         notes = [
-            {"text": f"compute roof {c.peak_flops / 1e9:.0f} GFLOP/s", "x": math.log10(hi), "y": math.log10(c.peak_flops),
-             "xanchor": "right", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}},
+            {"text": f"compute roof {c.peak_flops / GIGA:.0f} GFLOP/s", "x": math.log10(hi),
+             "y": math.log10(c.peak_flops / GIGA), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
+             "font": {"size": 12}},
             {"text": f"bandwidth slope {c.bandwidth / 1e9:.1f} GB/s", "x": math.log10(lo * 4),
-             "y": math.log10(c.bandwidth * lo * 4), "xanchor": "left", "yanchor": "bottom", "showarrow": False,
-             "textangle": -28, "font": {"size": 12}},
+             "y": math.log10(c.bandwidth * lo * 4 / GIGA), "xanchor": "left", "yanchor": "bottom",
+             "showarrow": False, "textangle": -28, "font": {"size": 12}},
         ]
-    point = "intensity %{x:.2f} FLOP/B · %{y:.3s}FLOP/s<br>%{customdata}<extra></extra>"
+    point = "intensity %{x:.2f} FLOP/B · %{y:.3g} GFLOP/s<br>%{customdata}<extra></extra>"
     data = [
         roof,
         {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "prefill (measured time)",
@@ -291,11 +292,22 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
     if not c.bandwidth:
         title += " (machine not calibrated: no roof)"
     layout = pal.base_layout(title, height=400, annotations=notes)
+    y_top = math.log10((c.peak_flops or 1e11) * 3 / GIGA)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
-                       "range": [math.log10(0.05), math.log10(5000)]}
-    layout["yaxis"] = {"type": "log", "title": {"text": "FLOP/s"},
-                       "range": [8, math.log10((c.peak_flops or 1e11) * 3)]}
+                       "range": [math.log10(0.05), math.log10(5000)], **_decade_ticks(-1, 3)}
+    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s"},
+                       "range": [-1, y_top], **_decade_ticks(-1, math.floor(y_top))}
     return {"data": data, "layout": layout}
+
+
+GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
+
+
+def _decade_ticks(lo: int, hi: int) -> dict[str, Any]:
+    """Labels at powers of ten only, written out (0.1, 1, 10, 1,000): Plotly's own log labels add
+    "2" and "5" between them and write 1e9 as "1B", which a reader takes for bytes."""
+    vals = [10.0 ** k for k in range(lo, hi + 1)]
+    return {"tickvals": vals, "ticktext": [f"{v:,.10g}" for v in vals]}
 
 
 def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
@@ -305,10 +317,10 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     flops, nbytes = e.cost["flops"]["total"], e.cost["bytes"]["total"]
     x = round(flops / nbytes, 4)
     label = "prefill" if e.phase == "prefill" else f"decode step {k}"
-    append = {"1" if e.phase == "prefill" else "2": {"x": [x], "y": [round(flops / (e.latency_ms / 1e3))],
+    append = {"1" if e.phase == "prefill" else "2": {"x": [x], "y": [round(flops / (e.latency_ms / 1e3) / GIGA, 4)],
                                                       "customdata": [f"{label}, measured {e.latency_ms:.1f} ms"]}}
     if e.predicted_ms:
-        append["3"] = {"x": [x], "y": [round(flops / (e.predicted_ms / 1e3))],
+        append["3"] = {"x": [x], "y": [round(flops / (e.predicted_ms / 1e3) / GIGA, 4)],
                        "customdata": [f"{label}, predicted {e.predicted_ms:.1f} ms"]}
     return {"append": append}
 

@@ -43,7 +43,8 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     if ctx is None:
         return v
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
-             window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token))
+             window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token),
+             dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}")
     if events:
         v["prompt_tokens"] = str(ctx.prompt_len)
     if ctx.weight_bytes:
@@ -97,7 +98,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     pred = statistics.median(predicted)
     v["pred_ms"] = f"{pred:.0f}"
     for key in ("overhead", "memory", "kv", "compute"):
-        v[f"p_{key}_ms"] = f"{terms.get(key, 0.0):.1f}"
+        v[f"p_{key}_ms"] = _ms(terms.get(key, 0.0))
     weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
     kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
     if bw:
@@ -115,8 +116,26 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = f"{measured:.0f}"
-    v["unexplained_ms"] = f"{measured - pred:+.0f}"
+    v["rest_sentence"] = _rest_sentence(measured, pred)
     return v
+
+
+def _ms(value: float) -> str:
+    """A term in ms with one decimal, or two significant digits when that would read 0.0."""
+    return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
+
+
+def _rest_sentence(measured_ms: float, predicted_ms: float) -> str:
+    """What the gap between the median measured and median predicted step says, by its sign."""
+    gap = measured_ms - predicted_ms
+    if abs(gap) < max(1.0, 0.03 * measured_ms):
+        return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
+    if gap > 0:
+        return (f"the other {gap:.0f} ms are what the prediction misses (timing noise, other work on this "
+                "shared machine)")
+    return (f"{-gap:.0f} ms less than predicted: the latency model's coefficients were fitted to forwards "
+            "timed when this server started, and this shared machine runs faster or slower as other work "
+            "on it comes and goes")
 
 
 def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
@@ -126,8 +145,14 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         return v
     flops = prefill.cost["flops"]["total"]
     weights = prefill.cost["bytes"]["weights"]
+    rows = prefill.cost["n_new"] * prefill.cost.get("batch", 1)
+    v["ideal_flop_per_byte"] = f"{2 * rows / ctx.dtype_bytes:.0f}"
     if weights:
         v["prefill_flop_per_weight_byte"] = f"{flops / weights:.0f}"
+        # weights that multiply every prompt row: the projections and the MLP (2 FLOPs per weight per row)
+        per_row = prefill.cost["flops"]["attn_proj"] + prefill.cost["flops"]["mlp"]
+        busy_bytes = per_row / (2 * rows) * ctx.dtype_bytes
+        v["idle_weight_pct"] = f"{max(0.0, 100 * (1 - busy_bytes / weights)):.0f}"
     achieved = flops / (prefill.latency_ms / 1e3)
     v["prefill_gflops"] = f"{achieved / 1e9:.0f}"
     peak = ctx.ceilings.peak_flops

@@ -125,7 +125,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-PREDICTED_NAME = "predicted (latency predictor)"
+PREDICTED_NAME = "predicted (latency model)"
 
 
 def batching_figure(result: dict[str, Any], where: str = "this machine", measured_name: str = "measured here") -> go.Figure:
@@ -220,7 +220,7 @@ def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
     a, b, pa, pb = worst
     return (f"The measured step time rose most against the prediction from batch {a['batch']} to {b['batch']}: "
             f"+{100 * (_step(b) / _step(a) - 1):.0f}% ({_num(_step(a))} → {_num(_step(b))} ms), where the latency "
-            f"predictor expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
+            f"model expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
             "not capture everything the CPU's matrix routines do with a few rows at once.")
 
 
@@ -228,7 +228,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
     """What the batching result says, every figure in the text taken from the result beside it ('' before
     two batch sizes are measured): the step time and throughput at both ends (measured), the gain of the
     last doubling, and the batch where decode stops being bandwidth-bound, twice: the plain roofline
-    estimate (computed) and the latency predictor's crossover (predicted)."""
+    estimate (computed) and the latency model's crossover (predicted)."""
     rows = result.get("rows", [])
     if len(rows) < 2:
         return ""
@@ -264,14 +264,14 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
     if crossover:
         side = ("past the measured range, where only the dashed predicted line goes" if crossover > b1
                 else "inside the measured range")
-        bullets.append(f"- *Latency predictor (predicted):* its arithmetic time, with coefficients fitted to "
+        bullets.append(f"- *Latency model (predicted):* its arithmetic time, with coefficients fitted to "
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
                        "throughput grows ever more slowly.")
     if bullets:
         out.append("**Where decode stops being bandwidth-bound:**\n" + "\n".join(bullets))
         if len(bullets) == 2:
-            out.append("The two differ because the predictor also counts the cache and activation bytes that grow "
+            out.append("The two differ because the latency model also counts the cache and activation bytes that grow "
                        "with every row, a fixed cost per forward, and how fast the machine really ran each kind of "
                        "work; the estimate uses the bare ceilings and the batch-1 step alone. A GPU, with far more "
                        "FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")

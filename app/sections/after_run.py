@@ -19,7 +19,9 @@ from app.components import figures, lesson, serving_sketch
 from app.components.text import describe_weights, plain, stop_sentence
 from app.sections import export, panels, presenter
 from app.services.context import RunContext, build_context
+from app.services.experiment_results import this_machine
 from app.services.model import cached_ceilings
+from app.services.replay import recorded_on
 
 
 def render(loaded: Any) -> None:
@@ -89,8 +91,10 @@ def render_answer(run: Any) -> None:
         st.markdown(f"*{ending}*")
     e0 = run.events[0]
     info = run.loaded.info
+    where = (f"recorded on {recorded_on(run.trace_data)}" if getattr(run, "replay", False)
+             else f"measured on this server, {this_machine()}")
     st.caption(f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
-               f"(measured) · cache: {run.settings.cache} · weights: "
+               f"({where}) · cache: {run.settings.cache} · weights: "
                f"{plain(describe_weights(info.weights_source, getattr(info, 'dtype', None)))}")
     export.render(run, key_prefix="answer")
 

@@ -198,7 +198,7 @@ def _batching_body(loaded: Any) -> None:
             st.rerun()
         st.caption(NO_MODEL if loaded is None else
                    f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
-                   "(median shown), measured on this server; the latency predictor goes on to batch 128. "
+                   "(median shown), measured on this server; the latency model goes on to batch 128. "
                    "About 15 s.")
     shown = None
     with left:
@@ -221,7 +221,7 @@ def _batching_body(loaded: Any) -> None:
                 with st.expander("Batching results as a table"):
                     st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
                     if shown.result.get("predicted"):
-                        st.caption("The latency predictor alone, past the measured range:")
+                        st.caption("The latency model alone, past the measured range:")
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
     if shown is not None:
         summary = panel_figures.batching_summary(shown.result, where)

@@ -1,0 +1,109 @@
+"""Full-page screenshots and text of the live page after one run: what a reader check is given.
+
+    python -m app.devtools.screenshots --out artifacts/reader [--prompt "..."]
+
+Starts its own Streamlit server, generates once with the default prompt (or the one given) and the
+default token cap, waits
+until the page reports the run done, then saves the page's text and the page cut into tiles short
+enough for an image viewer. Needs the prepared model and Debian's Chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from core import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TILE_PX = 1800
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(port: int, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"streamlit on port {port} not healthy after {timeout} s")
+
+
+def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
+    """Run once in Chromium and write page.txt and page-NN.png tiles under `out`."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless=true",
+           f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+           "--browser.gatherUsageStats=false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        _wait_healthy(port)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=settings.chromium_path())
+            page = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
+            page.goto(f"http://127.0.0.1:{port}")
+            box = page.get_by_label("Prompt")
+            box.wait_for(timeout=180_000)
+            page.get_by_role("button", name="Generate").wait_for(timeout=180_000)
+            if prompt is not None:
+                box.fill(prompt)
+            page.get_by_role("button", name="Generate").click()
+            page.wait_for_function("""() => {const c = document.querySelector('.pd-controls');
+                                       return c && c.dataset.status === 'done'
+                                           && c.dataset.shown === c.dataset.available;}""", timeout=300_000)
+            # The after-run sections are drawn once the run's summary reaches the script.
+            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 4",
+                                   timeout=120_000)
+            page.wait_for_timeout(1500)  # devtool only: let Plotly finish its last relayout
+            height = page.evaluate("""() => Math.max(document.body.scrollHeight,
+                ...Array.from(document.querySelectorAll('*')).map(e => e.scrollHeight))""")
+            page.set_viewport_size({"width": width, "height": int(height)})
+            page.wait_for_timeout(1500)
+            (out / "page.txt").write_text(page.evaluate("() => document.body.innerText"))
+            full = out / "page-full.png"
+            page.screenshot(path=str(full), full_page=True)
+            browser.close()
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=15)
+    image = Image.open(full)
+    tiles = []
+    for k, top in enumerate(range(0, image.height, TILE_PX)):
+        tile = out / f"page-{k:02d}.png"
+        image.crop((0, top, image.width, min(image.height, top + TILE_PX))).save(tile)
+        tiles.append(tile)
+    full.unlink()
+    return tiles
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "reader")
+    parser.add_argument("--prompt", default=None)
+    args = parser.parse_args(argv)
+    tiles = capture(args.out, args.prompt)
+    print(f"{len(tiles)} tiles and page.txt in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
