@@ -56,6 +56,24 @@ LAYER = "detail_layer"
 KV_WHICH = "detail_which"
 
 
+# What-if page (app/views/whatif.py): its widgets, the uploaded config and its link bookkeeping.
+WI_MODEL = "wi_model"
+WI_HW = "wi_hw"
+WI_WDTYPE = "wi_weight_dtype"
+WI_KVDTYPE = "wi_kv_dtype"
+WI_BATCH = "wi_batch"
+WI_PROMPT = "wi_prompt_len"
+WI_GEN = "wi_gen_len"
+WI_BW_EFF = "wi_bandwidth_efficiency"
+WI_C_EFF = "wi_compute_efficiency"
+WI_UPLOAD = "wi_config_upload"
+WI_CUSTOM = "wi_custom_config"  # (name, config dict) of the last good upload
+WI_UPLOAD_SEEN = "wi_upload_seen"  # file id of the upload already read
+WI_UPLOAD_MESSAGE = "wi_upload_message"
+WI_LINK_APPLIED = "wi_link_applied"
+WI_LINK_NOTICES = "wi_link_notices"
+
+
 def get(key: str, default: Any = None) -> Any:
     return st.session_state.get(key, default)
 

@@ -16,12 +16,13 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.views import live  # noqa: E402
+from app.views import live, whatif  # noqa: E402
 
 st.set_page_config(page_title=live.TITLE, page_icon="⚡", layout="wide")
 
 PAGES = [
     st.Page(live.render, title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),
+    st.Page(whatif.render, title="What if: any model, any GPU", icon=":material/tune:", url_path="whatif"),
 ]
 
 st.navigation(PAGES, position="top").run()

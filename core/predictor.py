@@ -142,10 +142,22 @@ def weight_stream_bandwidth(spec: ModelSpec, gemv_bandwidth: Callable[[int], flo
     return total / seconds
 
 
-def preset_predictor(spec: ModelSpec, hardware: HardwareSpec, dtype: str = "bf16") -> Predictor:
-    """A datasheet machine: roofline ceilings times assumed efficiencies, plus launch overheads."""
+def preset_predictor(spec: ModelSpec, hardware: HardwareSpec, dtype: str = "bf16",
+                     assumptions: dict[str, float] | None = None) -> Predictor:
+    """A datasheet machine: roofline ceilings times assumed efficiencies, plus launch overheads.
+
+    `assumptions` overrides any of PRESET_ASSUMPTIONS (a what-if reader may edit them); each must be
+    positive, and an efficiency at most 1 (no kernel beats its datasheet).
+    """
     dtype = normalize_dtype(dtype)
-    a = PRESET_ASSUMPTIONS
+    a = {**PRESET_ASSUMPTIONS, **(assumptions or {})}
+    unknown = set(a) - set(PRESET_ASSUMPTIONS)
+    if unknown:
+        raise ValueError(f"unknown assumptions: {', '.join(sorted(unknown))}")
+    for key, value in a.items():
+        if not isinstance(value, (int, float)) or not value > 0 or (key.endswith("efficiency") and value > 1):
+            raise ValueError(f"assumption {key} must be positive{' and at most 1' if 'efficiency' in key else ''}, "
+                             f"got {value!r}")
     return Predictor(
         hardware=hardware, n_layers=spec.n_layers, dtype=dtype,
         overhead_s=a["overhead_step_s"] + a["overhead_layer_s"] * spec.n_layers,

@@ -116,6 +116,9 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = f"{measured:.0f}"
+    mean = statistics.fmean(e.latency_ms for e in decode)
+    v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms)"
+                      if mean > 1.05 * measured else "")
     v["rest_sentence"] = _rest_sentence(measured, pred)
     return v
 

@@ -1,0 +1,133 @@
+"""The what-if page's controls: model (a preset or an uploaded config.json), GPU, dtypes, batch,
+lengths and the efficiency assumptions, kept in the page's link.
+
+An uploaded config is untrusted: size-capped, parsed as JSON only, read by core.spec (which refuses
+anything it cannot price, in words), never executed and never written to disk. A bad upload leaves
+the previous model and every setting as they were, with a message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from app import state
+from app.services import whatif_link as link
+from core.dtypes import DTYPES
+from core.spec import ModelSpec, load_model_preset, spec_from_config
+
+MAX_CONFIG_BYTES = 256_000
+UPLOADED_PREFIX = "uploaded: "
+WIDGETS = {"model": state.WI_MODEL, "hw": state.WI_HW, "w": state.WI_WDTYPE, "kv": state.WI_KVDTYPE,
+           "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "gen": state.WI_GEN,
+           "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF}
+
+
+def apply_link_once() -> None:
+    """A session's first pass: the link's settings into the widgets, before any is drawn."""
+    if st.session_state.get(state.WI_LINK_APPLIED):
+        return
+    st.session_state[state.WI_LINK_APPLIED] = True
+    settings, notices = link.parse({k: st.query_params.get_all(k) for k in st.query_params})
+    for key, widget in WIDGETS.items():
+        st.session_state[widget] = settings[key]
+    st.session_state[state.WI_LINK_NOTICES] = notices
+
+
+def read_upload(data: bytes, filename: str) -> tuple[str, dict[str, Any]]:
+    """(name, config dict) from an uploaded config.json; ValueError with a reader-facing message."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{filename} is {len(data):,} bytes; a config.json is a few kB (limit "
+                         f"{MAX_CONFIG_BYTES:,} bytes). Upload the model's config.json, not its weights.")
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{filename} is not a JSON file ({exc.__class__.__name__}: {exc}).") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{filename} holds JSON but not an object: a config.json is one {{...}} object.")
+    name = str(config.get("_name_or_path") or filename.removesuffix(".json") or "uploaded config")[:80]
+    try:
+        spec_from_config(config, name=name)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{filename} cannot be priced: {exc}") from None
+    return name, config
+
+
+def model_spec(choice: str) -> ModelSpec:
+    custom = st.session_state.get(state.WI_CUSTOM)
+    if choice.startswith(UPLOADED_PREFIX) and custom:
+        name, config = custom
+        return spec_from_config(config, name=name)
+    return load_model_preset(choice)
+
+
+def _take_upload() -> None:
+    """Read a new upload before the model box is drawn (its value may change only before then)."""
+    up = st.session_state.get(state.WI_UPLOAD)
+    if up is not None and st.session_state.get(state.WI_UPLOAD_SEEN) != up.file_id:
+        st.session_state[state.WI_UPLOAD_SEEN] = up.file_id
+        try:
+            name, config = read_upload(up.getvalue(), up.name)
+        except ValueError as exc:
+            st.session_state[state.WI_UPLOAD_MESSAGE] = str(exc)
+        else:
+            st.session_state[state.WI_CUSTOM] = (name, config)
+            st.session_state[state.WI_MODEL] = UPLOADED_PREFIX + name
+            st.session_state[state.WI_UPLOAD_MESSAGE] = None
+
+
+def _upload_box() -> None:
+    st.file_uploader("…or upload a config.json", type=["json"], key=state.WI_UPLOAD,
+                     help="The model's Hugging Face config.json (a few kB). It is read as data, never run, "
+                          "and kept only in this browser session.")
+    message = st.session_state.get(state.WI_UPLOAD_MESSAGE)
+    if message:
+        st.error(message + " The previous model is still selected.")
+
+
+def render() -> dict[str, Any]:
+    """Draw the controls; return the settings they hold (the keys of app.services.whatif_link)."""
+    for message in st.session_state.get(state.WI_LINK_NOTICES) or []:
+        st.info(message)
+    _take_upload()
+    custom = st.session_state.get(state.WI_CUSTOM)
+    models = link.model_choices() + ([UPLOADED_PREFIX + custom[0]] if custom else [])
+    if st.session_state.get(state.WI_MODEL) not in models:
+        st.session_state[state.WI_MODEL] = link.DEFAULTS["model"]
+    c1, c2, c3 = st.columns([3, 3, 2], gap="large")
+    with c1:
+        st.selectbox("Model", models, key=state.WI_MODEL,
+                     help="Bundled configs of published models (their real config.json), or your own below.")
+        _upload_box()
+    with c2:
+        st.selectbox("GPU", link.hardware_choices(), key=state.WI_HW,
+                     help="Datasheet figures, dense (no sparsity); the source is cited under the charts.")
+        d1, d2 = st.columns(2)
+        with d1:
+            st.selectbox("Weights stored as", DTYPES, key=state.WI_WDTYPE,
+                         help="Bytes per weight: what each decode step must stream.")
+        with d2:
+            st.selectbox("KV cache stored as", DTYPES, key=state.WI_KVDTYPE)
+        with st.expander("Efficiency assumptions (editable)"):
+            st.slider("Share of the datasheet bandwidth reached", 0.05, 1.0, step=0.05, key=state.WI_BW_EFF)
+            st.slider("Share of the datasheet FLOP/s reached", 0.05, 1.0, step=0.05, key=state.WI_C_EFF)
+            st.caption("Well-tuned serving stacks reach about 80% of the bandwidth and 60% of the matmul peak; "
+                       "every prediction on this page uses these two numbers.")
+    with c3:
+        st.number_input("Batch (sequences decoded together)", 1, link.MAX_BATCH, step=1, key=state.WI_BATCH)
+        st.number_input("Prompt tokens", 1, link.MAX_TOKENS, step=128, key=state.WI_PROMPT)
+        st.number_input("Output tokens", 1, link.MAX_TOKENS, step=64, key=state.WI_GEN)
+    return {key: st.session_state[widget] for key, widget in WIDGETS.items()}
+
+
+def sync_url(settings: dict[str, Any]) -> None:
+    """The address bar holds these settings (an uploaded model cannot travel in a link)."""
+    shown = dict(settings)
+    if str(shown.get("model", "")).startswith(UPLOADED_PREFIX):
+        shown.pop("model")
+    params = link.to_params(shown)
+    current = {k: st.query_params.get(k) for k in st.query_params}
+    if current != params:
+        st.query_params.from_dict(params)

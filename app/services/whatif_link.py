@@ -1,0 +1,83 @@
+"""The what-if page's settings in its link: parsed as untrusted input, written back minus defaults.
+
+A link names a model preset and a hardware preset by name only (never a path or a URL the server
+would open), and numbers within the page's own limits. Anything else falls back to its default and
+says so in a notice, so a bad or old link still opens a page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.dtypes import DTYPES
+from core.hardware import HOST
+from core.hardware import list_presets as hardware_presets
+from core.spec import list_model_presets
+from core.whatif import COMPUTE_DTYPES, MAX_BATCH
+
+DEFAULTS: dict[str, Any] = {"model": "llama-3.1-8b", "hw": "h100-sxm", "w": "bf16", "kv": "bf16",
+                            "batch": 1, "prompt": 1024, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6}
+MAX_TOKENS = 1_048_576
+DTYPE_KEYS = ("w", "kv")
+
+
+def model_choices() -> list[str]:
+    return list_model_presets()
+
+
+def hardware_choices() -> list[str]:
+    """Datasheet presets only: "host" is this server, priced on the live page from its calibration."""
+    return [h for h in hardware_presets() if h != HOST]
+
+
+def _int(text: str, low: int, high: int) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def _float(text: str, low: float, high: float) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
+    """Settings from query parameters (each a list of strings), and a notice per unusable one."""
+    out, notices = dict(DEFAULTS), []
+    checks = {
+        "model": lambda t: t if t in model_choices() else None,
+        "hw": lambda t: t if t in hardware_choices() else None,
+        "w": lambda t: t if t in DTYPES else None,
+        "kv": lambda t: t if t in DTYPES else None,
+        "batch": lambda t: _int(t, 1, MAX_BATCH),
+        "prompt": lambda t: _int(t, 1, MAX_TOKENS),
+        "gen": lambda t: _int(t, 1, MAX_TOKENS),
+        "bw_eff": lambda t: _float(t, 0.05, 1.0),
+        "c_eff": lambda t: _float(t, 0.05, 1.0),
+    }
+    for key, values in raw.items():
+        if key not in checks or not values:
+            continue
+        text = str(values[-1])[:64]
+        value = checks[key](text)
+        if value is None:
+            notices.append(f"The link's {key}={text!r} could not be used; it shows the default "
+                           f"({DEFAULTS[key]}) instead.")
+        else:
+            out[key] = value
+    return out, notices
+
+
+def to_params(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters for these settings: only those that differ from the defaults."""
+    return {k: str(settings[k]) for k in DEFAULTS if k in settings and settings[k] != DEFAULTS[k]}
+
+
+def compute_dtype_for(weight_dtype: str) -> str:
+    return weight_dtype if weight_dtype in COMPUTE_DTYPES else "bf16"

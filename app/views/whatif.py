@@ -1,0 +1,140 @@
+"""The what-if page: the same two phases priced for any model on any GPU, at any dtype and batch.
+
+Thin: the controls live in app.sections.whatif_settings, the numbers in core.whatif, the charts in
+app.components.whatif_figures. Nothing here runs a model, so every number is predicted or counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app.components import whatif_figures as figs
+from app.sections import whatif_settings as controls
+from app.services.whatif_link import compute_dtype_for
+from core import whatif
+from core.hardware import load_hardware
+
+TITLE = "What if: any model, any GPU"
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds >= 1:
+        return f"{seconds:,.2f} s"
+    return f"{seconds * 1e3:.2f} ms" if seconds < 0.01 else f"{seconds * 1e3:.1f} ms"
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:,.1f} MB"
+
+
+def scenario(settings: dict[str, Any]) -> whatif.Scenario:
+    return whatif.Scenario(batch=int(settings["batch"]), prompt_len=int(settings["prompt"]),
+                           gen_len=int(settings["gen"]), weight_dtype=settings["w"], kv_dtype=settings["kv"],
+                           compute_dtype=compute_dtype_for(settings["w"]),
+                           assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
+                                        "compute_efficiency": float(settings["c_eff"])})
+
+
+def render() -> None:
+    controls.apply_link_once()
+    st.title(TITLE)
+    st.caption("Nothing on this page runs a model. Every number is **counted** from the model's shapes (bytes, "
+               "FLOPs) or **predicted** by the latency model from the GPU's datasheet and the two efficiency "
+               "assumptions you can edit. The live page measures the real thing on this server.")
+    settings = controls.render()
+    controls.sync_url(settings)
+    try:
+        spec = controls.model_spec(settings["model"])
+        hardware = load_hardware(settings["hw"])
+        s = scenario(settings)
+        ans = whatif.answer(spec, hardware, s)
+    except ValueError as exc:
+        st.error(f"These settings cannot be priced: {exc}")
+        return
+    st.divider()
+    _tiles(ans)
+    st.markdown(summary(ans))
+    left, right = st.columns(2, gap="large")
+    with left:
+        st.plotly_chart(figs.roofline(ans), key="wi_chart_roofline")
+        st.plotly_chart(figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"],
+                                              s.batch), key="wi_chart_bytes")
+        st.plotly_chart(figs.memory_stack(ans), key="wi_chart_memory")
+    with right:
+        st.plotly_chart(figs.batch_tradeoff(whatif.batch_sweep(spec, hardware, s), s.batch), key="wi_chart_batch")
+        st.plotly_chart(figs.time_split(ans), key="wi_chart_split")
+    _sources(ans, hardware)
+
+
+def _tiles(ans: dict[str, Any]) -> None:
+    m = ans["memory"]
+    cols = st.columns(5)
+    cols[0].metric("Time to first token", _ms(ans["ttft_s"]), help="predicted: the prefill of the whole prompt")
+    cols[1].metric("Time per output token", _ms(ans["tpot_s"]),
+                   help="predicted: the mean decode step, priced step by step as the cache grows")
+    rate = ans["tokens_per_s_total"]
+    cols[2].metric("Tokens per second", "–" if rate is None else f"{rate:,.0f}",
+                   help="predicted: all sequences of the batch together")
+    cols[3].metric("Whole answer", _ms(ans["total_s"]), help="predicted: prefill plus every decode step")
+    cols[4].metric("Memory", f"{_gb(m['total'])} of {m['capacity'] / 1e9:,.0f} GB",
+                   help="counted: weights and the final KV cache; activations estimated")
+    cols[4].caption("fits one device" if m["fits"] else f"does not fit: needs {m['devices_needed']} devices' memory")
+
+
+def summary(ans: dict[str, Any]) -> str:
+    """The answer in words, every number taken from `ans`."""
+    st_ = ans["settings"]
+    pre, dec, floors = ans["prefill"], ans["decode_step"], ans["floors"]
+    ridge = ans["ridge_effective"]
+    pre_side = "above" if pre["intensity"] >= ridge else "below"
+    dec_side = "above" if dec["intensity"] >= ridge else "below"
+    lines = [
+        f"**{ans['model']}** ({ans['params'] / 1e9:,.2f} billion parameters) on **{ans['hardware_label']}**, "
+        f"weights in {st_['weight_dtype']}, KV cache in {st_['kv_dtype']}:",
+        f"**Prefill** of {st_['prompt_len']:,} tokens × batch {st_['batch']}: {pre['intensity']:,.0f} FLOPs per byte "
+        f"moved (counted), {pre_side} this GPU's ridge of {ridge:,.0f} (after the assumed efficiencies), so it is "
+        f"{'compute' if pre_side == 'above' else 'bandwidth'}-bound: **{_ms(pre['time_s'])}** predicted, against "
+        f"{_ms(floors['prefill_s'])} if every FLOP ran at the datasheet peak.",
+        f"**Decode**: a typical step ({dec['n_cached']:,} tokens in the cache) does {dec['intensity']:.2f} FLOPs per "
+        f"byte, {dec_side} the ridge: **{_ms(dec['time_s'])}** predicted, against {_ms(floors['decode_step_s'])} "
+        "for its weight and cache bytes at the datasheet bandwidth.",
+    ]
+    b = ans["compute_bound_batch"]
+    if b is None:
+        extra = ans["per_extra_sequence_s"]
+        lines.append(f"**Batching**: up to batch {whatif.MAX_BATCH:,} decode stays bandwidth-bound at this context: "
+                     f"each extra sequence adds {extra['kv'] * 1e6:,.1f} µs of its own cache reads but only "
+                     f"{extra['compute'] * 1e6:,.1f} µs of arithmetic (predicted), so the shared weight read "
+                     "matters less and less but the step never becomes compute-bound. A shorter context or a "
+                     "smaller KV dtype moves the turn back into reach.")
+    else:
+        lines.append(f"**Batching**: decode stops being bandwidth-bound from batch **{b:,}** (predicted): below it, "
+                     "extra sequences ride on the same weight read almost for free.")
+    m = ans["memory"]
+    if not m["fits"]:
+        lines.append(f"**Memory**: {_gb(m['total'])} needed against {_gb(m['capacity'])} on one device: "
+                     f"{_gb(m['shortfall'])} short, so it needs at least {m['devices_needed']} devices' memory "
+                     "(the times above are for one device that could hold it all).")
+    else:
+        lines.append(f"**Memory**: {_gb(m['total'])} of {_gb(m['capacity'])}; the largest batch that fits at these "
+                     f"lengths is about {m['max_batch']:,}.")
+    lines.append(f"KV traffic overtakes weight traffic at **{ans['crossover_tokens']:,.0f} tokens** of context "
+                 f"at this batch (counted).")
+    return "\n\n".join(lines)
+
+
+def _sources(ans: dict[str, Any], hardware: Any) -> None:
+    with st.expander("Sources and assumptions"):
+        a = ans["assumptions"]
+        st.markdown(
+            f"- **{hardware.label}** ({hardware.variant}): {hardware.source}\n"
+            f"- {hardware.notes}\n"
+            f"- Model: {ans['model']}, {ans['params']:,} parameters (counted from its config).\n"
+            f"- Assumed: {a['bandwidth_efficiency']:.0%} of the bandwidth, {a['compute_efficiency']:.0%} of the "
+            f"FLOP/s, {a['overhead_step_s'] * 1e6:.0f} µs per forward plus {a['overhead_layer_s'] * 1e6:.0f} µs "
+            "per layer of launch overhead. Tensor parallelism, mixture-of-experts routing and speculative "
+            "decoding are not modelled on this page yet.")

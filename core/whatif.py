@@ -1,0 +1,227 @@
+"""What-if answers: one model on one datasheet machine at one setting, predicted without running it.
+
+The what-if page asks "what does prefill and decode cost for model X on GPU Y at batch B with
+dtype D?". Everything here is a pure function of a `Scenario`: the cost model counts FLOPs and
+bytes (core.cost), the preset predictor prices them with stated efficiency assumptions
+(core.predictor.preset_predictor). Nothing is measured, so every figure is a prediction or a count.
+
+Decode is priced over every step as the cache grows, in closed form: the predictor is a sum of
+terms linear in a forward's bytes and FLOPs plus a fixed overhead, so the sum of the step
+predictions equals the prediction of the summed step costs plus the overhead of the other steps.
+That keeps a full answer, sweeps included, within a few milliseconds of Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.cost import FLOP_PARTS, estimate, forward_cost
+from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
+from core.hardware import HardwareSpec
+from core.predictor import PRESET_ASSUMPTIONS, Predictor, preset_predictor
+from core.spec import ModelSpec
+
+MAX_BATCH = 4096
+BATCH_SWEEP = tuple(2 ** k for k in range(13))  # 1 .. 4096
+COMPUTE_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")  # int4 has no matmul peak of its own
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The reader's settings. `compute_dtype` is the matmul path whose peak prices the FLOPs: by
+    default the weight dtype, or bf16 for int4 weights (they are expanded before multiplying)."""
+
+    batch: int = 1
+    prompt_len: int = 1024
+    gen_len: int = 256
+    weight_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    assumptions: dict[str, float] = field(default_factory=lambda: dict(PRESET_ASSUMPTIONS))
+
+    def resolved(self) -> Scenario:
+        """The same settings with every dtype normalised and every default filled in."""
+        w = normalize_dtype(self.weight_dtype)
+        kv = normalize_dtype(self.kv_dtype) if self.kv_dtype else default_companion_dtype(w)
+        compute = normalize_dtype(self.compute_dtype) if self.compute_dtype else ("bf16" if w == "int4" else w)
+        if compute not in COMPUTE_DTYPES:
+            raise ValueError(f"compute dtype {compute} has no matmul peak; pick one of {', '.join(COMPUTE_DTYPES)}")
+        return Scenario(self.batch, self.prompt_len, self.gen_len, w, kv, compute,
+                        {**PRESET_ASSUMPTIONS, **self.assumptions})
+
+
+def check(spec: ModelSpec, s: Scenario) -> None:
+    """ValueError, in words a reader understands, for settings no model could run."""
+    for name, value, low, high in (("batch", s.batch, 1, MAX_BATCH), ("prompt length", s.prompt_len, 1, None),
+                                   ("output length", s.gen_len, 1, None)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            limit = f" and at most {high:,}" if high else ""
+            raise ValueError(f"{name} must be a whole number of at least {low}{limit}, got {value!r}")
+    if s.prompt_len + s.gen_len - 1 > spec.max_positions:
+        raise ValueError(f"prompt ({s.prompt_len:,}) + output ({s.gen_len:,}) tokens exceed {spec.name}'s context "
+                         f"window of {spec.max_positions:,} tokens")
+
+
+def predictor(spec: ModelSpec, hardware: HardwareSpec, s: Scenario) -> Predictor:
+    s = s.resolved()
+    return preset_predictor(spec, hardware, s.compute_dtype, s.assumptions)
+
+
+def _kwargs(s: Scenario) -> dict[str, Any]:
+    return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1}
+
+
+def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
+    """Predicted time of all decode steps from their summed cost (core.cost.estimate's "decode")."""
+    steps = decode["steps"]
+    if steps == 0:
+        return 0.0
+    summed = {"bytes": decode["bytes"], "flops": {"total": decode["flops"]}, "n_new": 1}
+    extra_overheads = (steps - 1) * pred.coef["overhead"] * pred.overhead_s
+    return pred.predict_s(summed, "decode") + extra_overheads
+
+
+def weight_memory_bytes(spec: ModelSpec, weight_dtype: str, vector_dtype: str) -> int:
+    """Bytes the weights take in device memory: matrices in the weight dtype, biases and norms
+    (small vectors a quantised checkpoint keeps in a float type) in the activation dtype."""
+    vectors = spec.attn_bias_params + spec.mlp_bias_params + spec.params_norm
+    return nbytes(spec.params_total - vectors, weight_dtype) + nbytes(vectors, vector_dtype)
+
+
+def activation_memory_bytes(spec: ModelSpec, batch: int, tokens: int, act_dtype: str) -> int:
+    """A rough peak of the activations during the prefill: the widest layer's input and output for
+    every prompt token of every row, plus the last position's logits. An estimate: real engines
+    free and reuse buffers, and attention kernels never hold the score matrix whole."""
+    widest = max(spec.q_dim + 2 * spec.kv_dim, (1 + spec.mlp_in_matrices) * spec.mlp_width)
+    return nbytes(batch * tokens * (spec.hidden + widest), act_dtype) + nbytes(batch * spec.vocab, "fp32")
+
+
+def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario) -> dict[str, Any]:
+    """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes)."""
+    s = scenario.resolved()
+    check(spec, s)
+    pred = predictor(spec, hardware, s)
+    kw = _kwargs(s)
+    est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype)
+    act_dt = est["dtypes"]["activations"]
+    prefill_cost = forward_cost(spec, s.prompt_len, 0, s.batch, **kw)
+    ttft = pred.predict_s(prefill_cost, "prefill")
+    decode_s = decode_time_s(pred, est["decode"])
+    steps = s.gen_len - 1
+    tpot = decode_s / steps if steps else None
+    mid = forward_cost(spec, 1, s.prompt_len + max(0, steps - 1) // 2, s.batch, **kw)  # a typical step
+    weights_mem = weight_memory_bytes(spec, s.weight_dtype, act_dt)
+    kv_mem = est["kv_bytes_final"]
+    act_mem = activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt)
+    need = weights_mem + kv_mem + act_mem
+    capacity = hardware.memory_bytes
+    per_seq = (kv_mem + act_mem) / s.batch
+    room = capacity - weights_mem
+    peak = pred.peak
+    bandwidth = pred.bandwidth
+    return {
+        "model": spec.name, "hardware": hardware.name, "hardware_label": hardware.label,
+        "settings": asdict(s),
+        "params": spec.params_total, "active_params": spec.params_total,
+        "kv_bytes_per_token": est["kv_bytes_per_token"],
+        "ttft_s": ttft, "tpot_s": tpot, "decode_s": decode_s, "total_s": ttft + decode_s,
+        "tokens_per_s_per_sequence": 1.0 / tpot if tpot else None,
+        "tokens_per_s_total": s.batch / tpot if tpot else None,
+        "prefill": _operating_point(pred, prefill_cost, "prefill"),
+        "decode_step": _operating_point(pred, mid, "decode"),
+        "floors": {"prefill_s": prefill_cost.flops["total"] / hardware.peak(s.compute_dtype),
+                   "decode_step_s": (mid.bytes["weights"] + mid.bytes["kv_read"] + mid.bytes["kv_write"])
+                   / hardware.bandwidth},
+        "memory": {"weights": weights_mem, "kv": kv_mem, "activations": act_mem, "total": need,
+                   "capacity": capacity, "fits": need <= capacity, "shortfall": max(0, need - capacity),
+                   "devices_needed": max(1, math.ceil(need / capacity)),
+                   "max_batch": max(0, min(MAX_BATCH, int(room // per_seq))) if per_seq > 0 and room > 0 else 0},
+        "crossover_tokens": (mid.bytes["weights"]) / (est["kv_bytes_per_token"] * s.batch),
+        "peak_flops_datasheet": hardware.peak(s.compute_dtype), "bandwidth_datasheet": hardware.bandwidth,
+        "ridge_datasheet": hardware.peak(s.compute_dtype) / hardware.bandwidth,
+        "ridge_effective": peak / bandwidth,
+        "compute_bound_batch": compute_bound_batch(spec, pred, s),
+        "per_extra_sequence_s": _per_extra_sequence(spec, pred, s),
+        "flops_by_part": {"prefill": {k: prefill_cost.flops[k] for k in FLOP_PARTS},
+                          "decode_step": {k: mid.flops[k] for k in FLOP_PARTS}},
+        "assumptions": dict(s.assumptions),
+        "source": hardware.source,
+    }
+
+
+def _operating_point(pred: Predictor, cost: Any, phase: str) -> dict[str, Any]:
+    t = pred.predict_s(cost, phase)
+    parts = pred.contributions_s(cost, phase)
+    return {"time_s": t, "flops": cost.flops["total"], "bytes": cost.bytes["total"], "intensity": cost.intensity,
+            "flops_per_s": cost.flops["total"] / t if t > 0 else 0.0, "terms_s": parts,
+            "n_new": cost.n_new, "n_cached": cost.n_cached}
+
+
+def compute_bound_batch(spec: ModelSpec, pred: Predictor, s: Scenario) -> int | None:
+    """Smallest batch whose decode step's predicted arithmetic reaches its memory time, or None up
+    to MAX_BATCH. Arithmetic grows with every row, the weight read does not, so the gap closes
+    monotonically and a bisection finds the crossing in a dozen cost evaluations."""
+    s = s.resolved()
+    kw = _kwargs(s)
+
+    def reached(batch: int) -> bool:
+        terms = pred.terms_s(forward_cost(spec, 1, s.prompt_len, batch, **kw), "decode")
+        c = pred.coef
+        return c["compute"] * terms["compute"] >= c["memory"] * terms["memory"] + c["kv"] * terms["kv"]
+
+    if not reached(MAX_BATCH):
+        return None
+    lo, hi = 0, MAX_BATCH  # reached(hi) holds; reached(lo) does not (batch 0 has no arithmetic)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _per_extra_sequence(spec: ModelSpec, pred: Predictor, s: Scenario) -> dict[str, float]:
+    """What one more sequence adds to a decode step at the prompt's context, by predicted term:
+    its arithmetic, and its own cache reads (the weights are shared, so they add nothing)."""
+    kw = _kwargs(s)
+    one = pred.contributions_s(forward_cost(spec, 1, s.prompt_len, 1, **kw), "decode")
+    two = pred.contributions_s(forward_cost(spec, 1, s.prompt_len, 2, **kw), "decode")
+    return {k: two[k] - one[k] for k in ("compute", "kv", "memory")}
+
+
+def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
+                batches: tuple[int, ...] = BATCH_SWEEP) -> list[dict[str, float | None]]:
+    """TPOT, total tokens/s and memory against batch, the other settings fixed (the trade-off chart)."""
+    s = s.resolved()
+    pred = predictor(spec, hardware, s)
+    out = []
+    weights_mem = None
+    for b in batches:
+        est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype)
+        steps = s.gen_len - 1
+        tpot = decode_time_s(pred, est["decode"]) / steps if steps else None
+        if weights_mem is None:
+            weights_mem = weight_memory_bytes(spec, s.weight_dtype, est["dtypes"]["activations"])
+        need = weights_mem + est["kv_bytes_final"] + activation_memory_bytes(spec, b, s.prompt_len,
+                                                                              est["dtypes"]["activations"])
+        out.append({"batch": b, "tpot_s": tpot, "tokens_per_s_total": b / tpot if tpot else None,
+                    "memory_bytes": need, "fits": need <= hardware.memory_bytes})
+    return out
+
+
+def bytes_per_step_by_context(spec: ModelSpec, s: Scenario, points: int = 24) -> dict[str, list[float]]:
+    """One decode step's weight bytes and KV bytes against the context it attends over (counted)."""
+    s = s.resolved()
+    kw = _kwargs(s)
+    top = spec.max_positions
+    contexts = sorted({max(1, round(top * k / (points - 1))) for k in range(points)})
+    weights, kv = [], []
+    for n in contexts:
+        c = forward_cost(spec, 1, n - 1, s.batch, **kw)
+        weights.append(c.bytes["weights"])
+        kv.append(c.bytes["kv_read"] + c.bytes["kv_write"])
+    return {"context": contexts, "weights": weights, "kv": kv}
+

@@ -1,0 +1,160 @@
+"""The what-if engine (core.whatif), its figures, its link and its config upload, without a browser."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from app.components import whatif_figures as figs
+from app.sections import whatif_settings
+from app.services import whatif_link as link
+from core import whatif
+from core.cost import forward_cost
+from core.estimate import estimate_run
+from core.hardware import list_presets, load_hardware
+from core.spec import list_model_presets, load_model_preset
+
+GPUS = [h for h in list_presets() if h != "host"]
+
+
+def test_closed_form_decode_equals_pricing_every_step():
+    """The page sums the decode steps in closed form; `estimate` prices them one by one."""
+    for model, batch, dtype in (("llama-3.1-70b", 8, "bf16"), ("mistral-7b-v0.1", 3, "int8"), ("gpt2", 1, "fp32")):
+        s = whatif.Scenario(batch=batch, prompt_len=700, gen_len=300, weight_dtype=dtype)
+        ans = whatif.answer(load_model_preset(model), load_hardware("a100-80gb"), s)
+        loop = estimate_run(model, "a100-80gb", 700, 300, batch, dtype)
+        assert ans["decode_s"] == pytest.approx(loop["decode"]["time_s"], rel=1e-9)
+        assert ans["ttft_s"] == pytest.approx(loop["ttft_s"], rel=1e-12)
+        assert ans["tpot_s"] == pytest.approx(loop["decode"]["tpot_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-0.5b"])
+def test_predictions_never_beat_the_roofline_floor(gpu, model):
+    s = whatif.Scenario(batch=4, prompt_len=2048, gen_len=128)
+    ans = whatif.answer(load_model_preset(model), load_hardware(gpu), s)
+    assert ans["prefill"]["time_s"] >= ans["floors"]["prefill_s"]
+    assert ans["decode_step"]["time_s"] >= ans["floors"]["decode_step_s"]
+    if model != "qwen2.5-0.5b":  # a 0.5B model's step is mostly the fixed launch overhead
+        assert ans["decode_step"]["time_s"] <= 2.0 * ans["floors"]["decode_step_s"]
+        assert ans["prefill"]["time_s"] <= 2.5 * ans["floors"]["prefill_s"]
+
+
+def test_memory_verdict_and_the_largest_batch_that_fits():
+    spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    ans = whatif.answer(spec, gpu, whatif.Scenario(batch=1, prompt_len=1024, gen_len=256))
+    m = ans["memory"]
+    assert m["fits"] and m["shortfall"] == 0 and m["devices_needed"] == 1
+    assert m["weights"] == pytest.approx(2 * spec.params_total, rel=1e-3)  # bf16
+    assert m["kv"] == 1279 * 131_072  # prompt + output - 1 positions, 128 KiB per token
+    at_max = whatif.answer(spec, gpu, whatif.Scenario(batch=m["max_batch"], prompt_len=1024, gen_len=256))
+    over = whatif.answer(spec, gpu, whatif.Scenario(batch=m["max_batch"] + 1, prompt_len=1024, gen_len=256))
+    assert at_max["memory"]["fits"] and not over["memory"]["fits"]
+    big = whatif.answer(load_model_preset("llama-3.1-70b"), gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256))
+    assert not big["memory"]["fits"] and big["memory"]["shortfall"] == big["memory"]["total"] - 80e9
+    assert big["memory"]["devices_needed"] == math.ceil(big["memory"]["total"] / 80e9)
+    assert big["ttft_s"] > 0  # never refused: every figure is still there
+
+
+def test_compute_bound_batch_bisection_matches_a_linear_search():
+    spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    for prompt in (16, 128, 512, 4096):
+        s = whatif.Scenario(batch=1, prompt_len=prompt, gen_len=2).resolved()
+        pred = whatif.predictor(spec, gpu, s)
+        found = whatif.compute_bound_batch(spec, pred, s)
+        c = pred.coef
+        linear = None
+        for b in range(1, whatif.MAX_BATCH + 1):
+            t = pred.terms_s(forward_cost(spec, 1, prompt, b, **whatif._kwargs(s)), "decode")
+            if c["compute"] * t["compute"] >= c["memory"] * t["memory"] + c["kv"] * t["kv"]:
+                linear = b
+                break
+        assert found == linear, prompt
+    # at a short context a GQA model turns compute-bound; at a long one the cache reads win for ever
+    assert whatif.answer(spec, gpu, whatif.Scenario(prompt_len=16, gen_len=2))["compute_bound_batch"] is not None
+    long = whatif.answer(spec, gpu, whatif.Scenario(prompt_len=4096, gen_len=2))
+    assert long["compute_bound_batch"] is None
+    assert long["per_extra_sequence_s"]["kv"] > long["per_extra_sequence_s"]["compute"] > 0
+
+
+def test_settings_that_cannot_run_are_refused_in_words():
+    spec, gpu = load_model_preset("gpt2"), load_hardware("l4")
+    with pytest.raises(ValueError, match="context window of 1,024"):
+        whatif.answer(spec, gpu, whatif.Scenario(prompt_len=1000, gen_len=100))
+    with pytest.raises(ValueError, match="batch must be"):
+        whatif.answer(spec, gpu, whatif.Scenario(batch=0))
+    with pytest.raises(ValueError, match="at most 1"):
+        whatif.answer(spec, gpu, whatif.Scenario(prompt_len=100, gen_len=10,
+                                                 assumptions={"bandwidth_efficiency": 1.5}))
+
+
+def test_efficiency_assumptions_move_the_prediction():
+    spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    base = whatif.answer(spec, gpu, whatif.Scenario())
+    slow = whatif.answer(spec, gpu, whatif.Scenario(assumptions={"bandwidth_efficiency": 0.4}))
+    assert slow["tpot_s"] > 1.5 * base["tpot_s"]
+    # the prefill is compute-bound: half the bandwidth costs it far less than it costs decode
+    assert slow["ttft_s"] / base["ttft_s"] - 1 < 0.5 * (slow["tpot_s"] / base["tpot_s"] - 1)
+
+
+def test_an_answer_is_quick():
+    """Every chart's numbers for one setting; the budget lives in the page benchmark, this only
+    guards against an accidental step-by-step loop (thousands of cost evaluations)."""
+    import time
+
+    spec, gpu = load_model_preset("llama-3.1-70b"), load_hardware("h100-sxm")
+    s = whatif.Scenario(batch=64, prompt_len=8192, gen_len=8192)
+    start = time.process_time()
+    whatif.answer(spec, gpu, s)
+    whatif.batch_sweep(spec, gpu, s)
+    whatif.bytes_per_step_by_context(spec, s)
+    assert time.process_time() - start < 1.0
+
+
+def test_figures_say_predicted_or_counted_and_follow_the_settings():
+    spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    s1, s2 = whatif.Scenario(batch=1), whatif.Scenario(batch=32, weight_dtype="int4")
+    built = []
+    for s in (s1, s2):
+        ans = whatif.answer(spec, gpu, s)
+        built.append([figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, gpu, s), s.batch),
+                      figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], s.batch),
+                      figs.time_split(ans), figs.memory_stack(ans)])
+    for fig_a, fig_b in zip(*built, strict=True):
+        names = [t.name for t in fig_a.data if t.name]
+        assert names and all(("predicted" in n or "counted" in n or "estimated" in n or "roof" in n) for n in names)
+        assert fig_a.to_json() != fig_b.to_json()  # every chart moves when the settings move
+    # the roofline's decode point is exactly the answer's operating point
+    ans = whatif.answer(spec, gpu, s1)
+    dec = next(t for t in figs.roofline(ans).data if t.name.startswith("a decode step"))
+    assert dec.x[0] == pytest.approx(ans["decode_step"]["intensity"])
+    assert dec.y[0] == pytest.approx(ans["decode_step"]["flops_per_s"] / 1e9)
+
+
+def test_link_round_trip_and_bad_values_fall_back_with_a_notice():
+    settings = {**link.DEFAULTS, "model": "llama-3.1-70b", "batch": 64, "kv": "fp8", "c_eff": 0.5}
+    params = link.to_params(settings)
+    assert params == {"model": "llama-3.1-70b", "batch": "64", "kv": "fp8", "c_eff": "0.5"}
+    parsed, notices = link.parse({k: [v] for k, v in params.items()})
+    assert parsed == settings and notices == []
+    parsed, notices = link.parse({"model": ["/etc/passwd"], "hw": ["host"], "batch": ["-3"], "prompt": ["1e9"],
+                                  "bw_eff": ["2"], "unknown": ["x"]})
+    assert parsed == link.DEFAULTS
+    assert len(notices) == 5 and all("could not be used" in n for n in notices)
+    assert "host" not in link.hardware_choices() and set(link.model_choices()) == set(list_model_presets())
+
+
+def test_uploaded_configs_are_read_as_data_with_clear_messages():
+    good = json.dumps({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+                       "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000,
+                       "max_position_embeddings": 2048}).encode()
+    name, config = whatif_settings.read_upload(good, "my-model.json")
+    assert name == "my-model" and config["hidden_size"] == 512
+    for data, message in ((b"\xff\xfe", "not a JSON file"), (b"{", "not a JSON file"), (b"[1, 2]", "not an object"),
+                          (json.dumps({"model_type": "bloom"}).encode(), "cannot be priced"),
+                          (json.dumps({"model_type": "llama"}).encode(), "cannot be priced"),
+                          (b" " * (whatif_settings.MAX_CONFIG_BYTES + 1), "limit")):
+        with pytest.raises(ValueError, match=message):
+            whatif_settings.read_upload(data, "bad.json")

@@ -1,0 +1,69 @@
+"""The what-if page through Streamlit's AppTest: settings, link, bad uploads, never a traceback."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from core import whatif
+from core.hardware import load_hardware
+from core.spec import load_model_preset
+
+
+def _page() -> None:
+    from app.views import whatif as view
+
+    view.render()
+
+
+def _app(**params: str) -> AppTest:
+    at = AppTest.from_function(_page, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_default_page_answers_with_predicted_figures():
+    at = _app()
+    m = _metrics(at)
+    assert set(m) == {"Time to first token", "Time per output token", "Tokens per second", "Whole answer", "Memory"}
+    ans = whatif.answer(load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm"), whatif.Scenario())
+    assert m["Time per output token"] == f"{ans['tpot_s'] * 1e3:.2f} ms"  # 6.43 ms: under 10 ms, two decimals
+    assert len(at.get("plotly_chart")) == 5
+    text = "".join(md.value for md in at.markdown)
+    assert "predicted" in text and "counted" in text
+
+
+def test_moving_a_setting_moves_the_answer_and_the_link():
+    at = _app()
+    before = _metrics(at)
+    at.number_input(key="wi_batch").set_value(64).run()
+    after = _metrics(at)
+    assert after["Time per output token"] != before["Time per output token"]
+    assert after["Tokens per second"] != before["Tokens per second"]
+    assert at.query_params["batch"] in ("64", ["64"])
+    at.selectbox(key="wi_model").set_value("llama-3.1-70b").run()
+    assert not at.exception
+    assert "devices" in "".join(md.value for md in at.markdown)  # 70B in bf16 does not fit one H100
+
+
+def test_a_link_opens_its_settings_and_a_bad_link_still_opens_a_page():
+    at = _app(model="llama-3.1-70b", hw="a100-80gb", batch="16", w="int4")
+    assert at.selectbox(key="wi_model").value == "llama-3.1-70b"
+    assert at.number_input(key="wi_batch").value == 16 and at.selectbox(key="wi_weight_dtype").value == "int4"
+    bad = _app(model="../../etc/passwd", batch="lots")
+    assert bad.selectbox(key="wi_model").value == "llama-3.1-8b"
+    assert len(bad.info) == 2 and len(bad.metric) == 5
+
+
+def test_settings_beyond_the_context_window_are_a_message_not_a_traceback():
+    at = _app(model="gpt2", prompt="1000", gen="100")
+    assert not at.exception
+    assert any("context window" in e.value for e in at.error)
+    assert at.number_input(key="wi_prompt_len").value == 1000  # the reader's settings are kept
+
