@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import plotly.graph_objects as go
 import pytest
 
 from app.components import whatif_figures as figs
@@ -123,14 +124,15 @@ def test_figures_say_predicted_or_counted_and_follow_the_settings():
                       figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], s.batch),
                       figs.time_split(ans), figs.memory_stack(ans)])
     for fig_a, fig_b in zip(*built, strict=True):
-        names = [t.name for t in fig_a.data if t.name]
+        go.Figure(fig_a)  # a valid Plotly figure (the page sends plain dicts, unvalidated)
+        names = [t["name"] for t in fig_a["data"] if t.get("name")]
         assert names and all(("predicted" in n or "counted" in n or "estimated" in n or "roof" in n) for n in names)
-        assert fig_a.to_json() != fig_b.to_json()  # every chart moves when the settings move
+        assert json.dumps(fig_a) != json.dumps(fig_b)  # every chart moves when the settings move
     # the roofline's decode point is exactly the answer's operating point
     ans = whatif.answer(spec, gpu, s1)
-    dec = next(t for t in figs.roofline(ans).data if t.name.startswith("a decode step"))
-    assert dec.x[0] == pytest.approx(ans["decode_step"]["intensity"])
-    assert dec.y[0] == pytest.approx(ans["decode_step"]["flops_per_s"] / 1e9)
+    dec = next(t for t in figs.roofline(ans)["data"] if t["name"].startswith("a decode step"))
+    assert dec["x"][0] == pytest.approx(ans["decode_step"]["intensity"])
+    assert dec["y"][0] == pytest.approx(ans["decode_step"]["flops_per_s"] / 1e9)
 
 
 def test_link_round_trip_and_bad_values_fall_back_with_a_notice():

@@ -1,16 +1,15 @@
 """Figures of the what-if page: plain functions from core.whatif's answers to Plotly figures.
 
 Every trace name says "predicted" or "counted", because nothing on that page is measured: the model
-is never run, only priced (core.whatif). Testable without a browser.
+is never run, only priced (core.whatif). Testable without a browser. They return plain figure dicts,
+not go.Figure: Plotly's validation took ~80 ms for the five, and the page rebuilds all of them on
+every change (the budget is 50 ms, `python -m app.bench` reports whatif_recompute_ms).
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
-
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from app.components import palette as pal
 
@@ -28,7 +27,21 @@ def _decades(lo: float, hi: float) -> dict[str, Any]:
     return {"tickvals": vals, "ticktext": [f"{v:,.10g}" for v in vals]}
 
 
-def roofline(ans: dict[str, Any]) -> go.Figure:
+Figure = dict[str, Any]
+LEFT, RIGHT = [0.0, 0.42], [0.58, 1.0]  # x domains of a two-panel figure
+
+
+def _two_panels(layout: dict[str, Any], titles: tuple[str, str]) -> None:
+    layout["xaxis"] = {"domain": LEFT, "anchor": "y"}
+    layout["xaxis2"] = {"domain": RIGHT, "anchor": "y2"}
+    layout["yaxis"] = {"anchor": "x"}
+    layout["yaxis2"] = {"anchor": "x2"}
+    layout["annotations"] = [{"text": t, "x": (d[0] + d[1]) / 2, "y": 1.0, "xref": "paper", "yref": "paper",
+                              "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 14}}
+                             for t, d in zip(titles, (LEFT, RIGHT), strict=True)]
+
+
+def roofline(ans: dict[str, Any]) -> Figure:
     """The machine's datasheet roof, the roof after the efficiency assumptions, and where the
     prefill and a typical decode step land (predicted time)."""
     pre, dec = ans["prefill"], ans["decode_step"]
@@ -36,105 +49,113 @@ def roofline(ans: dict[str, Any]) -> go.Figure:
     peak = ans["peak_flops_datasheet"] / GIGA
     bandwidth = ans["bandwidth_datasheet"] / GIGA  # GB/s: GFLOP/s per FLOP/byte
     lo, hi = 0.05, max(1e4, pre["intensity"] * 3)
-    fig = go.Figure()
+    data = []
     for label, p, bw, dash in (("datasheet roof", peak, bandwidth, "solid"),
                                ("roof after the assumed efficiencies", peak * a["compute_efficiency"],
                                 bandwidth * a["bandwidth_efficiency"], "dash")):
         ridge = p / bw
-        fig.add_scatter(x=[lo, ridge, hi], y=[bw * lo, p, p], mode="lines", name=label,
-                        line={"color": pal.GREY, "width": 3 if dash == "solid" else 2, "dash": dash},
-                        hoverinfo="skip")
+        data.append({"type": "scatter", "x": [lo, ridge, hi], "y": [bw * lo, p, p], "mode": "lines", "name": label,
+                     "line": {"color": pal.GREY, "width": 3 if dash == "solid" else 2, "dash": dash},
+                     "hoverinfo": "skip"})
     for point, name, colour, symbol in ((pre, "prefill (predicted)", pal.PREFILL, "diamond"),
                                         (dec, "a decode step (predicted)", pal.DECODE, "circle")):
-        fig.add_scatter(x=[point["intensity"]], y=[point["flops_per_s"] / GIGA], mode="markers", name=name,
-                        marker={"color": colour, "size": 14, "symbol": symbol},
-                        hovertemplate="%{x:.3g} FLOP/byte · %{y:.3g} GFLOP/s<extra>" + name + "</extra>")
+        data.append({"type": "scatter", "x": [point["intensity"]], "y": [point["flops_per_s"] / GIGA],
+                     "mode": "markers", "name": name, "marker": {"color": colour, "size": 14, "symbol": symbol},
+                     "hovertemplate": "%{x:.3g} FLOP/byte · %{y:.3g} GFLOP/s<extra>" + name + "</extra>"})
     y_lo = min(bandwidth * lo, dec["flops_per_s"] / GIGA) / 2
-    fig.update_layout(**pal.base_layout("Roofline: where each phase runs (predicted)", height=400))
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOPs per byte moved)",
-                     range=[math.log10(lo), math.log10(hi)], **_decades(lo, hi))
-    fig.update_yaxes(type="log", title_text="GFLOP/s", range=[math.log10(y_lo), math.log10(peak * 2)],
-                     **_decades(y_lo, peak * 2))
-    return pal.fit_legend(fig)
+    layout = pal.base_layout("Roofline: where each phase runs (predicted)", height=400)
+    layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
+                       "range": [math.log10(lo), math.log10(hi)], **_decades(lo, hi)}
+    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s"},
+                       "range": [math.log10(y_lo), math.log10(peak * 2)], **_decades(y_lo, peak * 2)}
+    return pal.fit_legend({"data": data, "layout": layout})
 
 
-def batch_tradeoff(sweep: list[dict[str, Any]], chosen: int) -> go.Figure:
+def batch_tradeoff(sweep: list[dict[str, Any]], chosen: int) -> Figure:
     """TPOT and total throughput against batch: the latency/throughput trade-off (predicted).
     Batches whose memory does not fit the device are drawn hollow."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Time per output token", "Tokens per second, all sequences"),
-                        horizontal_spacing=0.14)
+    layout = pal.base_layout("Batching: latency against throughput (predicted)", height=400)
+    _two_panels(layout, ("Time per output token", "Tokens per second, all sequences"))
     xs = [r["batch"] for r in sweep]
-    for col, key, scale, unit in ((1, "tpot_s", 1000.0, "ms"), (2, "tokens_per_s_total", 1.0, "tokens/s")):
-        ys = [None if r[key] is None else r[key] * scale for r in sweep]
-        fig.add_scatter(x=xs, y=ys, mode="lines+markers", row=1, col=col, showlegend=col == 1,
-                        name="predicted (filled: fits in memory, hollow: does not)",
-                        line={"color": pal.PREDICTED, "dash": "dash"},
-                        marker={"size": 9, "color": pal.PREDICTED,
+    data = []
+    for i, (key, scale, unit) in enumerate((("tpot_s", 1000.0, "ms"), ("tokens_per_s_total", 1.0, "tokens/s"))):
+        n = "" if i == 0 else "2"
+        data.append({"type": "scatter", "x": xs, "y": [None if r[key] is None else r[key] * scale for r in sweep],
+                     "xaxis": "x" + n, "yaxis": "y" + n, "mode": "lines+markers", "showlegend": i == 0,
+                     "name": "predicted (filled: fits in memory, hollow: does not)",
+                     "line": {"color": pal.PREDICTED, "dash": "dash"},
+                     "marker": {"size": 9, "color": pal.PREDICTED,
                                 "symbol": ["circle" if r["fits"] else "circle-open" for r in sweep]},
-                        hovertemplate="batch %{x}: %{y:.4g} " + unit + "<extra></extra>")
-        fig.update_yaxes(title_text=unit, rangemode="tozero", row=1, col=col)
-        fig.update_xaxes(type="log", title_text="batch (sequences decoded together)", tickvals=xs,
-                         ticktext=[str(x) for x in xs], row=1, col=col)
-        fig.add_vline(x=chosen, line={"color": pal.GREY, "dash": "dot"}, row=1, col=col)
-    fig.update_layout(**pal.base_layout("Batching: latency against throughput (predicted)", height=400))
-    return pal.fit_legend(fig)
+                     "hovertemplate": "batch %{x}: %{y:.4g} " + unit + "<extra></extra>"})
+        layout["yaxis" + n].update({"title": {"text": unit}, "rangemode": "tozero"})
+        layout["xaxis" + n].update({"type": "log", "title": {"text": "batch (sequences decoded together)"},
+                                    "tickvals": xs, "ticktext": [str(x) for x in xs]})
+    layout["shapes"] = [{"type": "line", "x0": chosen, "x1": chosen, "xref": "x" + n, "y0": 0, "y1": 1,
+                         "yref": f"y{n} domain", "line": {"color": pal.GREY, "dash": "dot"}} for n in ("", "2")]
+    return pal.fit_legend({"data": data, "layout": layout})
 
 
-def bytes_by_context(curve: dict[str, list[float]], crossover: float, batch: int) -> go.Figure:
+def bytes_by_context(curve: dict[str, list[float]], crossover: float, batch: int) -> Figure:
     """A decode step's weight bytes and KV bytes against context (counted from the shapes)."""
-    fig = go.Figure()
-    gb = [w / GIGA for w in curve["weights"]]
-    fig.add_scatter(x=curve["context"], y=gb, mode="lines", name="weights read per step (counted)",
-                    line={"color": pal.WEIGHTS, "width": 3})
-    fig.add_scatter(x=curve["context"], y=[k / GIGA for k in curve["kv"]], mode="lines",
-                    name=f"KV cache read per step, batch {batch} (counted)", line={"color": pal.KV_READ, "width": 3})
+    data = [{"type": "scatter", "x": curve["context"], "y": [w / GIGA for w in curve["weights"]], "mode": "lines",
+             "name": "weights read per step (counted)", "line": {"color": pal.WEIGHTS, "width": 3}},
+            {"type": "scatter", "x": curve["context"], "y": [k / GIGA for k in curve["kv"]], "mode": "lines",
+             "name": f"KV cache read per step, batch {batch} (counted)", "line": {"color": pal.KV_READ, "width": 3}}]
+    layout = pal.base_layout("Bytes one decode step reads, against context (counted)", height=380)
+    layout["xaxis"] = {"title": {"text": "context (tokens in the cache)"}, "rangemode": "tozero"}
+    layout["yaxis"] = {"title": {"text": "GB per step"}, "rangemode": "tozero"}
     if crossover <= curve["context"][-1]:
-        fig.add_vline(x=crossover, line={"color": pal.GREY, "dash": "dot"},
-                      annotation_text=f"KV overtakes weights at {crossover:,.0f} tokens", annotation_position="top left")
-    fig.update_layout(**pal.base_layout("Bytes one decode step reads, against context (counted)", height=380))
-    fig.update_xaxes(title_text="context (tokens in the cache)", rangemode="tozero")
-    fig.update_yaxes(title_text="GB per step", rangemode="tozero")
-    return pal.fit_legend(fig)
+        layout["shapes"] = [{"type": "line", "x0": crossover, "x1": crossover, "xref": "x", "y0": 0, "y1": 1,
+                             "yref": "paper", "line": {"color": pal.GREY, "dash": "dot"}}]
+        layout["annotations"] = [{"text": f"KV overtakes weights at {crossover:,.0f} tokens", "x": crossover,
+                                  "y": 1, "xref": "x", "yref": "paper", "xanchor": "right", "yanchor": "bottom",
+                                  "showarrow": False}]
+    return pal.fit_legend({"data": data, "layout": layout})
 
 
-def time_split(ans: dict[str, Any]) -> go.Figure:
+def time_split(ans: dict[str, Any]) -> Figure:
     """Each phase's predicted time split into the predictor's terms, and its FLOPs by part."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Predicted time by term", "FLOPs by part (counted)"),
-                        horizontal_spacing=0.16)
+    layout = pal.base_layout("Where each phase's time and arithmetic go", height=430, barmode="stack")
+    _two_panels(layout, ("Predicted time by term", "FLOPs by part (counted)"))
     phases = [("prefill", ans["prefill"]), ("one decode step", ans["decode_step"])]
+    names = [n for n, _ in phases]
     colours = {"overhead": pal.GREY, "memory": pal.WEIGHTS, "kv": pal.KV_READ, "compute": pal.GREEN,
                "prefill_extra": pal.YELLOW}
+    data = []
     for term, name in TERM_NAMES.items():
         ys = [100 * p["terms_s"].get(term, 0.0) / p["time_s"] if p["time_s"] else 0 for _, p in phases]
-        if not any(ys):
-            continue
-        fig.add_bar(x=[n for n, _ in phases], y=ys, name=name + " (predicted)", marker_color=colours[term],
-                    row=1, col=1, hovertemplate="%{x}: %{y:.1f}% of its time<extra>" + name + "</extra>")
+        if any(ys):
+            data.append({"type": "bar", "x": names, "y": ys, "name": name + " (predicted)",
+                         "marker": {"color": colours[term]},
+                         "hovertemplate": "%{x}: %{y:.1f}% of its time<extra>" + name + "</extra>"})
     # distinct from the term colours beside them: a part is not a term
     part_colours = {"attn_proj": pal.BLUE, "attn_scores": pal.PURPLE, "mlp": pal.ORANGE, "lm_head": pal.YELLOW}
     parts = ans["flops_by_part"]
+    totals = [sum(parts["prefill"].values()), sum(parts["decode_step"].values())]
     for part, name in PART_NAMES.items():
         vals = [parts["prefill"][part], parts["decode_step"][part]]
-        totals = [sum(parts["prefill"].values()), sum(parts["decode_step"].values())]
-        fig.add_bar(x=[n for n, _ in phases], y=[100 * v / t if t else 0 for v, t in zip(vals, totals, strict=True)],
-                    name=name + " (counted)", marker_color=part_colours[part], row=1, col=2,
-                    hovertemplate="%{x}: %{y:.1f}% of its FLOPs<extra>" + name + "</extra>")
-    fig.update_layout(**pal.base_layout("Where each phase's time and arithmetic go", height=430, barmode="stack"))
-    fig.update_yaxes(title_text="% of the phase", range=[0, 100])
-    return pal.fit_legend(fig)
+        data.append({"type": "bar", "x": names, "xaxis": "x2", "yaxis": "y2",
+                     "y": [100 * v / t if t else 0 for v, t in zip(vals, totals, strict=True)],
+                     "name": name + " (counted)", "marker": {"color": part_colours[part]},
+                     "hovertemplate": "%{x}: %{y:.1f}% of its FLOPs<extra>" + name + "</extra>"})
+    for axis in ("yaxis", "yaxis2"):
+        layout[axis].update({"title": {"text": "% of the phase"}, "range": [0, 100]})
+    return pal.fit_legend({"data": data, "layout": layout})
 
 
-def memory_stack(ans: dict[str, Any]) -> go.Figure:
+def memory_stack(ans: dict[str, Any]) -> Figure:
     """Weights, KV cache and activations against the device's memory (counted; activations estimated)."""
     m = ans["memory"]
-    fig = go.Figure()
-    for key, name, colour in (("weights", "weights (counted)", pal.WEIGHTS), ("kv", "KV cache at the end (counted)",
-                                                                            pal.KV_READ),
-                              ("activations", "activations at the prefill (estimated)", pal.GREEN)):
-        fig.add_bar(x=["needed"], y=[m[key] / GIGA], name=name, marker_color=colour,
-                    hovertemplate="%{y:.3g} GB<extra>" + name + "</extra>")
-    fig.add_hline(y=m["capacity"] / GIGA, line={"color": pal.GREY, "dash": "dash", "width": 2},
-                  annotation_text=f"one device: {m['capacity'] / GIGA:,.0f} GB", annotation_position="top left")
-    fig.update_layout(**pal.base_layout("Memory against one device", height=380, barmode="stack"))
-    fig.update_yaxes(title_text="GB", rangemode="tozero", range=[0, max(m["total"], m["capacity"]) / GIGA * 1.15])
-    return pal.fit_legend(fig)
+    data = [{"type": "bar", "x": ["needed"], "y": [m[key] / GIGA], "name": name, "marker": {"color": colour},
+             "hovertemplate": "%{y:.3g} GB<extra>" + name + "</extra>"}
+            for key, name, colour in (("weights", "weights (counted)", pal.WEIGHTS),
+                                      ("kv", "KV cache at the end (counted)", pal.KV_READ),
+                                      ("activations", "activations at the prefill (estimated)", pal.GREEN))]
+    layout = pal.base_layout("Memory against one device", height=380, barmode="stack")
+    cap = m["capacity"] / GIGA
+    layout["yaxis"] = {"title": {"text": "GB"}, "range": [0, max(m["total"] / GIGA, cap) * 1.15]}
+    layout["shapes"] = [{"type": "line", "x0": 0, "x1": 1, "xref": "paper", "y0": cap, "y1": cap, "yref": "y",
+                         "line": {"color": pal.GREY, "dash": "dash", "width": 2}}]
+    layout["annotations"] = [{"text": f"one device: {cap:,.0f} GB", "x": 0, "y": cap, "xref": "paper", "yref": "y",
+                              "xanchor": "left", "yanchor": "bottom", "showarrow": False}]
+    return pal.fit_legend({"data": data, "layout": layout})

@@ -215,6 +215,40 @@ def _summary(page_data: dict) -> dict:
     return out
 
 
+WHATIF_SWEEP = [(model, gpu, batch, prompt, dtype)
+                for model in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b-v0.1")
+                for gpu in ("h100-sxm", "a100-80gb", "l4")
+                for batch, prompt, dtype in ((1, 1024, "bf16"), (64, 8192, "int8"), (512, 32768, "int4"))
+                if prompt + 256 <= 32768 or model != "mistral-7b-v0.1"]
+
+
+def whatif_recompute() -> dict[str, float]:
+    """Python time to rebuild every what-if chart for one setting (answer, sweeps and the five
+    figures, as the page does on any change), median and worst over a sweep of settings."""
+    from app.components import whatif_figures as figs
+    from app.views.whatif import scenario, summary
+    from core import whatif
+    from core.hardware import load_hardware
+    from core.spec import load_model_preset
+
+    times = []
+    for model, gpu, batch, prompt, dtype in WHATIF_SWEEP:
+        spec, hw = load_model_preset(model), load_hardware(gpu)
+        settings = {"batch": batch, "prompt": prompt, "gen": 256, "w": dtype, "kv": "bf16", "bw_eff": 0.8,
+                    "c_eff": 0.6}
+        start = time.perf_counter()
+        s = scenario(settings)
+        ans = whatif.answer(spec, hw, s)
+        summary(ans)
+        for fig in (figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, hw, s), s.batch),
+                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], batch),
+                    figs.time_split(ans), figs.memory_stack(ans)):
+            json.dumps(fig)  # what st.plotly_chart sends
+        times.append(1000 * (time.perf_counter() - start))
+    return {"whatif_recompute_ms": round(statistics.median(times), 1), "whatif_recompute_max_ms": round(max(times), 1),
+            "whatif_settings_timed": len(times)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one single-line JSON object last")
@@ -279,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             result.update(summary)
         else:
             result[placement] = summary
+    result.update(whatif_recompute())
     result["load_avg_1m_end"] = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
