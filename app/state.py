@@ -66,6 +66,9 @@ WI_PROMPT = "wi_prompt_len"
 WI_GEN = "wi_gen_len"
 WI_BW_EFF = "wi_bandwidth_efficiency"
 WI_C_EFF = "wi_compute_efficiency"
+WI_DRAFT = "wi_draft_model"  # "" = no speculative decoding
+WI_GAMMA = "wi_draft_tokens"
+WI_ALPHA = "wi_acceptance"
 WI_UPLOAD = "wi_config_upload"
 WI_CUSTOM = "wi_custom_config"  # (name, config dict) of the last good upload
 WI_UPLOAD_SEEN = "wi_upload_seen"  # file id of the upload already read

@@ -40,6 +40,8 @@ class Scenario:
     kv_dtype: str | None = None
     compute_dtype: str | None = None
     assumptions: dict[str, float] = field(default_factory=lambda: dict(PRESET_ASSUMPTIONS))
+    spec_gamma: int = 4  # speculative decoding: draft tokens per verification (used when a draft is given)
+    spec_alpha: float = 0.7  # probability the target accepts each draft token
 
     def resolved(self) -> Scenario:
         """The same settings with every dtype normalised and every default filled in."""
@@ -49,7 +51,7 @@ class Scenario:
         if compute not in COMPUTE_DTYPES:
             raise ValueError(f"compute dtype {compute} has no matmul peak; pick one of {', '.join(COMPUTE_DTYPES)}")
         return Scenario(self.batch, self.prompt_len, self.gen_len, w, kv, compute,
-                        {**PRESET_ASSUMPTIONS, **self.assumptions})
+                        {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha)
 
 
 def check(spec: ModelSpec, s: Scenario) -> None:
@@ -98,8 +100,10 @@ def activation_memory_bytes(spec: ModelSpec, batch: int, tokens: int, act_dtype:
     return nbytes(batch * tokens * (spec.hidden + widest), act_dtype) + nbytes(batch * spec.vocab, "fp32")
 
 
-def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario) -> dict[str, Any]:
-    """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes)."""
+def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
+           draft: ModelSpec | None = None) -> dict[str, Any]:
+    """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes).
+    With a `draft` model, "speculative" prices speculative decoding beside plain decode."""
     s = scenario.resolved()
     check(spec, s)
     pred = predictor(spec, hardware, s)
@@ -148,6 +152,7 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario) -> dict[
                           "decode_step": {k: mid.flops[k] for k in FLOP_PARTS}},
         "assumptions": dict(s.assumptions),
         "source": hardware.source,
+        "speculative": None if draft is None else speculative(spec, draft, hardware, s),
     }
 
 
@@ -181,6 +186,45 @@ def compute_bound_batch(spec: ModelSpec, pred: Predictor, s: Scenario) -> int | 
         else:
             lo = mid
     return hi
+
+
+def expected_tokens_per_round(gamma: int, alpha: float) -> float:
+    """Tokens a verification round yields on average: the accepted prefix of the gamma draft tokens
+    plus the one the target adds itself, (1 - alpha^(gamma+1)) / (1 - alpha), when each draft
+    token is accepted independently with probability alpha."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def speculative(target: ModelSpec, draft: ModelSpec, hardware: HardwareSpec, s: Scenario) -> dict[str, Any]:
+    """Speculative decoding, priced: each round the draft decodes gamma tokens one by one, then the
+    target checks all gamma + 1 positions in ONE forward. That forward reads the target's weights
+    once, like a single decode step, so while decode is memory-bound it costs little more than one;
+    the saving is that it can yield several tokens. Priced at the middle of the output's context."""
+    s = s.resolved()
+    if isinstance(s.spec_gamma, bool) or not isinstance(s.spec_gamma, int) or not 1 <= s.spec_gamma <= 32:
+        raise ValueError(f"draft length must be a whole number from 1 to 32, got {s.spec_gamma!r}")
+    if not 0.0 <= s.spec_alpha <= 1.0:
+        raise ValueError(f"acceptance rate must be between 0 and 1, got {s.spec_alpha!r}")
+    context = s.prompt_len + max(0, s.gen_len - 2) // 2
+    if context + s.spec_gamma + 1 > min(target.max_positions, draft.max_positions):
+        raise ValueError(f"{draft.name}'s or {target.name}'s context window is too short for this output")
+    kw = _kwargs(s)
+    target_pred, draft_pred = predictor(target, hardware, s), predictor(draft, hardware, s)
+    step = forward_cost(target, 1, context, s.batch, **kw)
+    verify = forward_cost(target, s.spec_gamma + 1, context, s.batch, **kw)
+    draft_step = forward_cost(draft, 1, context, s.batch, **kw)
+    t_step = target_pred.predict_s(step, "decode")
+    t_verify = target_pred.predict_s(verify, "decode")
+    t_draft = draft_pred.predict_s(draft_step, "decode")
+    tokens = expected_tokens_per_round(s.spec_gamma, s.spec_alpha)
+    tpot = (s.spec_gamma * t_draft + t_verify) / tokens
+    return {"draft": draft.name, "gamma": s.spec_gamma, "alpha": s.spec_alpha, "context": context,
+            "expected_tokens_per_round": tokens, "draft_step_s": t_draft, "verify_s": t_verify,
+            "plain_step_s": t_step, "verify_bytes_over_step_bytes": verify.bytes["total"] / step.bytes["total"],
+            "verify_flops_over_step_flops": verify.flops["total"] / step.flops["total"],
+            "tpot_s": tpot, "speedup": t_step / tpot}
 
 
 def _per_extra_sequence(spec: ModelSpec, pred: Predictor, s: Scenario) -> dict[str, float]:

@@ -160,3 +160,22 @@ def test_uploaded_configs_are_read_as_data_with_clear_messages():
                           (b" " * (whatif_settings.MAX_CONFIG_BYTES + 1), "limit")):
         with pytest.raises(ValueError, match=message):
             whatif_settings.read_upload(data, "bad.json")
+
+
+def test_speculative_decoding_reads_the_weights_once_per_check():
+    assert whatif.expected_tokens_per_round(4, 0.0) == 1.0  # nothing accepted: the target's own token
+    assert whatif.expected_tokens_per_round(4, 1.0) == 5.0
+    assert whatif.expected_tokens_per_round(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    target, draft, gpu = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    small = whatif.answer(target, gpu, whatif.Scenario(batch=1, prompt_len=1024, gen_len=256), draft=draft)
+    sp = small["speculative"]
+    assert sp["verify_bytes_over_step_bytes"] == pytest.approx(1.0, abs=0.01)  # the weights, read once
+    assert sp["verify_flops_over_step_flops"] == pytest.approx(5.0, rel=0.05)  # but 5 positions of arithmetic
+    assert sp["tpot_s"] == pytest.approx((4 * sp["draft_step_s"] + sp["verify_s"]) / sp["expected_tokens_per_round"])
+    assert sp["speedup"] > 1.5
+    # at a large batch decode is no longer so memory-bound: the check's extra FLOPs cost real time
+    big = whatif.answer(target, gpu, whatif.Scenario(batch=256, prompt_len=1024, gen_len=256), draft=draft)
+    assert big["speculative"]["speedup"] < sp["speedup"]
+    assert whatif.answer(target, gpu, whatif.Scenario())["speculative"] is None
+    with pytest.raises(ValueError, match="acceptance rate"):
+        whatif.answer(target, gpu, whatif.Scenario(spec_alpha=1.5), draft=draft)

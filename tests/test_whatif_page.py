@@ -67,3 +67,11 @@ def test_settings_beyond_the_context_window_are_a_message_not_a_traceback():
     assert any("context window" in e.value for e in at.error)
     assert at.number_input(key="wi_prompt_len").value == 1000  # the reader's settings are kept
 
+
+
+def test_speculative_decoding_from_the_link():
+    at = _app(model="llama-3.1-70b", draft="llama-3.1-8b", gamma="6", alpha="0.8")
+    text = "".join(md.value for md in at.markdown)
+    assert "Speculative decoding" in text and "γ = 6" in text and "α = 0.80" in text
+    plain = "".join(md.value for md in _app().markdown)
+    assert "**Speculative decoding**" not in plain  # no draft model: plain decode only

@@ -22,7 +22,8 @@ MAX_CONFIG_BYTES = 256_000
 UPLOADED_PREFIX = "uploaded: "
 WIDGETS = {"model": state.WI_MODEL, "hw": state.WI_HW, "w": state.WI_WDTYPE, "kv": state.WI_KVDTYPE,
            "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "gen": state.WI_GEN,
-           "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF}
+           "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF, "draft": state.WI_DRAFT,
+           "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA}
 
 
 def apply_link_once() -> None:
@@ -53,6 +54,10 @@ def read_upload(data: bytes, filename: str) -> tuple[str, dict[str, Any]]:
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{filename} cannot be priced: {exc}") from None
     return name, config
+
+
+def draft_spec(choice: str) -> ModelSpec | None:
+    return load_model_preset(choice) if choice else None
 
 
 def model_spec(choice: str) -> ModelSpec:
@@ -119,6 +124,13 @@ def render() -> dict[str, Any]:
         st.number_input("Batch (sequences decoded together)", 1, link.MAX_BATCH, step=1, key=state.WI_BATCH)
         st.number_input("Prompt tokens", 1, link.MAX_TOKENS, step=128, key=state.WI_PROMPT)
         st.number_input("Output tokens", 1, link.MAX_TOKENS, step=64, key=state.WI_GEN)
+        with st.expander("Speculative decoding"):
+            st.selectbox("Draft model", [""] + link.model_choices(), key=state.WI_DRAFT,
+                         format_func=lambda m: m or "none (plain decode)",
+                         help="A small model that guesses the next tokens; the big one checks them all in one "
+                              "forward. In practice the two must share a tokenizer.")
+            st.slider("Draft tokens per check (γ)", 1, 16, key=state.WI_GAMMA)
+            st.slider("Acceptance rate per draft token (α)", 0.0, 0.99, step=0.01, key=state.WI_ALPHA)
     return {key: st.session_state[widget] for key, widget in WIDGETS.items()}
 
 

@@ -17,7 +17,8 @@ from core.spec import list_model_presets
 from core.whatif import COMPUTE_DTYPES, MAX_BATCH
 
 DEFAULTS: dict[str, Any] = {"model": "llama-3.1-8b", "hw": "h100-sxm", "w": "bf16", "kv": "bf16",
-                            "batch": 1, "prompt": 1024, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6}
+                            "batch": 1, "prompt": 1024, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6,
+                            "draft": "", "gamma": 4, "alpha": 0.7}
 MAX_TOKENS = 1_048_576
 DTYPE_KEYS = ("w", "kv")
 
@@ -60,6 +61,9 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "gen": lambda t: _int(t, 1, MAX_TOKENS),
         "bw_eff": lambda t: _float(t, 0.05, 1.0),
         "c_eff": lambda t: _float(t, 0.05, 1.0),
+        "draft": lambda t: t if t in model_choices() or t == "" else None,
+        "gamma": lambda t: _int(t, 1, 16),
+        "alpha": lambda t: _float(t, 0.0, 0.99),
     }
     for key, values in raw.items():
         if key not in checks or not values:

@@ -36,7 +36,8 @@ def scenario(settings: dict[str, Any]) -> whatif.Scenario:
                            gen_len=int(settings["gen"]), weight_dtype=settings["w"], kv_dtype=settings["kv"],
                            compute_dtype=compute_dtype_for(settings["w"]),
                            assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
-                                        "compute_efficiency": float(settings["c_eff"])})
+                                        "compute_efficiency": float(settings["c_eff"])},
+                           spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)))
 
 
 def render() -> None:
@@ -51,7 +52,7 @@ def render() -> None:
         spec = controls.model_spec(settings["model"])
         hardware = load_hardware(settings["hw"])
         s = scenario(settings)
-        ans = whatif.answer(spec, hardware, s)
+        ans = whatif.answer(spec, hardware, s, draft=controls.draft_spec(settings.get("draft", "")))
     except ValueError as exc:
         st.error(f"These settings cannot be priced: {exc}")
         return
@@ -114,6 +115,17 @@ def summary(ans: dict[str, Any]) -> str:
     else:
         lines.append(f"**Batching**: decode stops being bandwidth-bound from batch **{b:,}** (predicted): below it, "
                      "extra sequences ride on the same weight read almost for free.")
+    sp = ans.get("speculative")
+    if sp:
+        lines.append(
+            f"**Speculative decoding** with {sp['draft']} drafting γ = {sp['gamma']} tokens, each accepted with "
+            f"probability α = {sp['alpha']:.2f}: a check yields {sp['expected_tokens_per_round']:.2f} tokens on "
+            f"average. The check is one forward of {sp['gamma'] + 1} tokens that reads "
+            f"{sp['verify_bytes_over_step_bytes']:.2f}× the bytes of one plain decode step (the weights once) but "
+            f"does {sp['verify_flops_over_step_flops']:.1f}× its FLOPs, so it costs {_ms(sp['verify_s'])} against "
+            f"{_ms(sp['plain_step_s'])}: the memory-bound lesson seen from the other side. With the draft's "
+            f"{sp['gamma']} steps of {_ms(sp['draft_step_s'])}, the time per output token becomes "
+            f"**{_ms(sp['tpot_s'])}** (predicted, ×{sp['speedup']:.2f} against plain decode at this context).")
     m = ans["memory"]
     if not m["fits"]:
         lines.append(f"**Memory**: {_gb(m['total'])} needed against {_gb(m['capacity'])} on one device: "
@@ -136,5 +148,5 @@ def _sources(ans: dict[str, Any], hardware: Any) -> None:
             f"- Model: {ans['model']}, {ans['params']:,} parameters (counted from its config).\n"
             f"- Assumed: {a['bandwidth_efficiency']:.0%} of the bandwidth, {a['compute_efficiency']:.0%} of the "
             f"FLOP/s, {a['overhead_step_s'] * 1e6:.0f} µs per forward plus {a['overhead_layer_s'] * 1e6:.0f} µs "
-            "per layer of launch overhead. Tensor parallelism, mixture-of-experts routing and speculative "
-            "decoding are not modelled on this page yet.")
+            "per layer of launch overhead. Tensor parallelism and mixture-of-experts routing are not modelled "
+            "on this page yet.")
