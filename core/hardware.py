@@ -24,6 +24,28 @@ def assets_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The device-to-device link a preset's GPUs talk over (tensor-parallel all-reduce, pipeline hand-offs).
+
+    `bandwidth_bytes_per_s` is PER DIRECTION: what one GPU can send while it receives as much.
+    `datasheet_bandwidth_bytes_per_s` is the headline figure as printed, and
+    `datasheet_bidirectional` says whether that headline counts both directions (NVLink 4's
+    "900 GB/s" on H100 SXM does: 450 GB/s each way), so one can be checked against the other.
+    `latency_s` is a per-hop (per all-reduce step) latency; `latency_source` cites it or says
+    plainly that it is an assumption.
+    """
+
+    name: str
+    bandwidth_bytes_per_s: float
+    datasheet_bandwidth_bytes_per_s: float
+    datasheet_bidirectional: bool
+    latency_s: float
+    source: str
+    latency_source: str = ""
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class HardwareSpec:
     """One machine as the cost model sees it: capacity, bandwidth and dense peak rate per dtype.
 
@@ -31,6 +53,7 @@ class HardwareSpec:
     int8 figures are integer ops/s (TOPS), kept under the same key so ridge() works uniformly.
     `measured` is True only for the calibrated host; its `calibration` holds the raw measurement
     (core.calibrate.Calibration.to_dict()), for the predictor's efficiency and overhead terms.
+    `interconnect` is the device-to-device link (every vendor preset has one; None for the host).
     """
 
     name: str
@@ -43,6 +66,7 @@ class HardwareSpec:
     notes: str = ""
     measured: bool = False
     calibration: dict[str, Any] | None = field(default=None, compare=False)
+    interconnect: Interconnect | None = None
 
     @property
     def bandwidth(self) -> float:
@@ -70,6 +94,47 @@ def list_presets() -> list[str]:
     return [*_preset_names(), HOST]
 
 
+def _positive(value: Any, where: str, key: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: interconnect.{key} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: interconnect.{key} must be a number, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"{where}: interconnect.{key} must be positive and finite, got {value!r}")
+    return number
+
+
+def interconnect_from_dict(data: Any, preset: str) -> Interconnect | None:
+    """The `interconnect` block of a preset (None when absent); ValueError naming preset and field."""
+    if data is None:
+        return None
+    where = f"hardware {preset!r}"
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: interconnect must be an object, got {type(data).__name__}")
+    for key in ("name", "bandwidth_bytes_per_s", "datasheet_bandwidth_bytes_per_s", "datasheet_bidirectional",
+                "latency_s", "source"):
+        if key not in data:
+            raise ValueError(f"{where}: interconnect.{key} is missing")
+    for key in ("name", "source"):
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise ValueError(f"{where}: interconnect.{key} must be a non-empty string")
+    if not isinstance(data["datasheet_bidirectional"], bool):
+        raise ValueError(f"{where}: interconnect.datasheet_bidirectional must be true or false, "
+                         f"got {data['datasheet_bidirectional']!r}")
+    return Interconnect(
+        name=data["name"],
+        bandwidth_bytes_per_s=_positive(data["bandwidth_bytes_per_s"], where, "bandwidth_bytes_per_s"),
+        datasheet_bandwidth_bytes_per_s=_positive(data["datasheet_bandwidth_bytes_per_s"], where,
+                                                  "datasheet_bandwidth_bytes_per_s"),
+        datasheet_bidirectional=data["datasheet_bidirectional"],
+        latency_s=_positive(data["latency_s"], where, "latency_s"),
+        source=data["source"], latency_source=str(data.get("latency_source", "")),
+        notes=str(data.get("notes", "")),
+    )
+
+
 def spec_from_dict(data: dict[str, Any], measured: bool = False) -> HardwareSpec:
     """Build a spec from a preset's JSON, checking the fields a roofline divides by."""
     peaks = data.get("peak_flops") or {}
@@ -79,6 +144,7 @@ def spec_from_dict(data: dict[str, Any], measured: bool = False) -> HardwareSpec
         memory_bytes=int(data["memory_bytes"]), bandwidth_bytes_per_s=float(data["bandwidth_bytes_per_s"]),
         peak_flops=peak_flops, source=str(data["source"]), notes=str(data.get("notes", "")),
         measured=bool(data.get("measured", measured)), calibration=data.get("calibration"),
+        interconnect=interconnect_from_dict(data.get("interconnect"), str(data["name"])),
     )
     if spec.bandwidth_bytes_per_s <= 0 or spec.memory_bytes <= 0:
         raise ValueError(f"hardware {spec.name!r}: bandwidth and memory must be positive")
