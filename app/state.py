@@ -69,6 +69,7 @@ WI_C_EFF = "wi_compute_efficiency"
 WI_DRAFT = "wi_draft_model"  # "" = no speculative decoding
 WI_GAMMA = "wi_draft_tokens"
 WI_ALPHA = "wi_acceptance"
+WI_TP = "wi_tensor_parallel"
 WI_UPLOAD = "wi_config_upload"
 WI_CUSTOM = "wi_custom_config"  # (name, config dict) of the last good upload
 WI_UPLOAD_SEEN = "wi_upload_seen"  # file id of the upload already read

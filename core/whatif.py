@@ -14,7 +14,7 @@ That keeps a full answer, sweeps included, within a few milliseconds of Python.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.cost import FLOP_PARTS, estimate, forward_cost
@@ -24,6 +24,7 @@ from core.predictor import PRESET_ASSUMPTIONS, Predictor, preset_predictor
 from core.spec import ModelSpec
 
 MAX_BATCH = 4096
+MAX_TP = 64
 BATCH_SWEEP = tuple(2 ** k for k in range(13))  # 1 .. 4096
 COMPUTE_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")  # int4 has no matmul peak of its own
 
@@ -42,6 +43,7 @@ class Scenario:
     assumptions: dict[str, float] = field(default_factory=lambda: dict(PRESET_ASSUMPTIONS))
     spec_gamma: int = 4  # speculative decoding: draft tokens per verification (used when a draft is given)
     spec_alpha: float = 0.7  # probability the target accepts each draft token
+    tp: int = 1  # tensor parallelism: devices one copy of the model is split over
 
     def resolved(self) -> Scenario:
         """The same settings with every dtype normalised and every default filled in."""
@@ -51,7 +53,7 @@ class Scenario:
         if compute not in COMPUTE_DTYPES:
             raise ValueError(f"compute dtype {compute} has no matmul peak; pick one of {', '.join(COMPUTE_DTYPES)}")
         return Scenario(self.batch, self.prompt_len, self.gen_len, w, kv, compute,
-                        {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha)
+                        {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha, self.tp)
 
 
 def check(spec: ModelSpec, s: Scenario) -> None:
@@ -61,6 +63,9 @@ def check(spec: ModelSpec, s: Scenario) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
             limit = f" and at most {high:,}" if high else ""
             raise ValueError(f"{name} must be a whole number of at least {low}{limit}, got {value!r}")
+    if isinstance(s.tp, bool) or not isinstance(s.tp, int) or not 1 <= s.tp <= min(MAX_TP, spec.n_heads):
+        raise ValueError(f"tensor parallelism must be a whole number from 1 to {min(MAX_TP, spec.n_heads)} "
+                         f"(this model has {spec.n_heads} attention heads to split), got {s.tp!r}")
     if s.prompt_len + s.gen_len - 1 > spec.max_positions:
         raise ValueError(f"prompt ({s.prompt_len:,}) + output ({s.gen_len:,}) tokens exceed {spec.name}'s context "
                          f"window of {spec.max_positions:,} tokens")
@@ -83,6 +88,39 @@ def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
     summed = {"bytes": decode["bytes"], "flops": {"total": decode["flops"]}, "n_new": 1}
     extra_overheads = (steps - 1) * pred.coef["overhead"] * pred.overhead_s
     return pred.predict_s(summed, "decode") + extra_overheads
+
+
+# --- tensor parallelism ---------------------------------------------------------------------
+
+def kv_share(spec: ModelSpec, tp: int) -> float:
+    """Fraction of the KV cache one device holds: KV heads split while tp <= their number; past
+    that every device keeps a whole head (multi-query models replicate their one head everywhere)."""
+    return math.ceil(spec.n_kv_heads / tp) / spec.n_kv_heads
+
+
+def per_device(cost: dict[str, Any], spec: ModelSpec, tp: int) -> dict[str, Any]:
+    """One device's share of a forward under tensor parallelism: weights, activations and FLOPs
+    split tp ways (attention heads and MLP columns are divided), the cache by kv_share."""
+    share = kv_share(spec, tp)
+    b = {"weights": cost["bytes"]["weights"] / tp, "activations": cost["bytes"]["activations"] / tp,
+         "kv_read": cost["bytes"]["kv_read"] * share, "kv_write": cost["bytes"]["kv_write"] * share}
+    b["total"] = sum(b.values())
+    flops = {k: v / tp for k, v in cost["flops"].items()}
+    return {**cost, "bytes": b, "flops": flops}
+
+
+def allreduce_s(spec: ModelSpec, hardware: HardwareSpec, tp: int, tokens: int, act_dtype: str) -> float:
+    """Two all-reduces of the activations per layer (after attention and after the MLP), each a
+    ring: 2(p-1) hops of latency and 2(p-1)/p of the message over the per-direction link."""
+    if tp == 1:
+        return 0.0
+    link = hardware.interconnect
+    if link is None:
+        raise ValueError(f"{hardware.label} has no device-to-device link in its preset: tensor parallelism "
+                         "cannot be priced on it")
+    message = nbytes(tokens * spec.hidden, act_dtype)
+    one = 2 * (tp - 1) * link.latency_s + 2 * (tp - 1) / tp * message / link.bandwidth_bytes_per_s
+    return 2 * spec.n_layers * one
 
 
 def weight_memory_bytes(spec: ModelSpec, weight_dtype: str, vector_dtype: str) -> int:
@@ -111,14 +149,14 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype)
     act_dt = est["dtypes"]["activations"]
     prefill_cost = forward_cost(spec, s.prompt_len, 0, s.batch, **kw)
-    ttft = pred.predict_s(prefill_cost, "prefill")
-    decode_s = decode_time_s(pred, est["decode"])
+    ttft, decode_s = _generation_s(spec, hardware, s, pred, est)
     steps = s.gen_len - 1
     tpot = decode_s / steps if steps else None
     mid = forward_cost(spec, 1, s.prompt_len + max(0, steps - 1) // 2, s.batch, **kw)  # a typical step
-    weights_mem = weight_memory_bytes(spec, s.weight_dtype, act_dt)
-    kv_mem = est["kv_bytes_final"]
-    act_mem = activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt)
+    pre_dev, mid_dev = per_device(prefill_cost.to_dict(), spec, s.tp), per_device(mid.to_dict(), spec, s.tp)
+    weights_mem = weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp
+    kv_mem = est["kv_bytes_final"] * kv_share(spec, s.tp)
+    act_mem = activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt) / s.tp
     need = weights_mem + kv_mem + act_mem
     capacity = hardware.memory_bytes
     per_seq = (kv_mem + act_mem) / s.batch
@@ -133,16 +171,23 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         "ttft_s": ttft, "tpot_s": tpot, "decode_s": decode_s, "total_s": ttft + decode_s,
         "tokens_per_s_per_sequence": 1.0 / tpot if tpot else None,
         "tokens_per_s_total": s.batch / tpot if tpot else None,
-        "prefill": _operating_point(pred, prefill_cost, "prefill"),
-        "decode_step": _operating_point(pred, mid, "decode"),
-        "floors": {"prefill_s": prefill_cost.flops["total"] / hardware.peak(s.compute_dtype),
-                   "decode_step_s": (mid.bytes["weights"] + mid.bytes["kv_read"] + mid.bytes["kv_write"])
-                   / hardware.bandwidth},
+        "tp": s.tp,
+        "interconnect": hardware.interconnect.name if hardware.interconnect else "no link",
+        "kv_split": ("The KV cache is split too: its heads are divided between the devices."
+                     if s.tp <= spec.n_kv_heads else
+                     f"But this model has only {spec.n_kv_heads} KV heads: past {spec.n_kv_heads} devices each keeps "
+                     "a whole head, so the cache is copied, not split, and each device's share stops shrinking."),
+        "prefill": _operating_point(pred, pre_dev, "prefill",
+                                    allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)),
+        "decode_step": _operating_point(pred, mid_dev, "decode", allreduce_s(spec, hardware, s.tp, s.batch, act_dt)),
+        "floors": {"prefill_s": pre_dev["flops"]["total"] / hardware.peak(s.compute_dtype),
+                   "decode_step_s": (mid_dev["bytes"]["weights"] + mid_dev["bytes"]["kv_read"]
+                                     + mid_dev["bytes"]["kv_write"]) / hardware.bandwidth},
         "memory": {"weights": weights_mem, "kv": kv_mem, "activations": act_mem, "total": need,
                    "capacity": capacity, "fits": need <= capacity, "shortfall": max(0, need - capacity),
-                   "devices_needed": max(1, math.ceil(need / capacity)),
+                   "devices_needed": max(1, math.ceil(need * s.tp / capacity)),
                    "max_batch": max(0, min(MAX_BATCH, int(room // per_seq))) if per_seq > 0 and room > 0 else 0},
-        "crossover_tokens": (mid.bytes["weights"]) / (est["kv_bytes_per_token"] * s.batch),
+        "crossover_tokens": mid_dev["bytes"]["weights"] / (est["kv_bytes_per_token"] * kv_share(spec, s.tp) * s.batch),
         "peak_flops_datasheet": hardware.peak(s.compute_dtype), "bandwidth_datasheet": hardware.bandwidth,
         "ridge_datasheet": hardware.peak(s.compute_dtype) / hardware.bandwidth,
         "ridge_effective": peak / bandwidth,
@@ -156,12 +201,30 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     }
 
 
-def _operating_point(pred: Predictor, cost: Any, phase: str) -> dict[str, Any]:
-    t = pred.predict_s(cost, phase)
-    parts = pred.contributions_s(cost, phase)
-    return {"time_s": t, "flops": cost.flops["total"], "bytes": cost.bytes["total"], "intensity": cost.intensity,
-            "flops_per_s": cost.flops["total"] / t if t > 0 else 0.0, "terms_s": parts,
-            "n_new": cost.n_new, "n_cached": cost.n_cached}
+def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduce: float) -> dict[str, Any]:
+    """One device's forward: predicted time (its all-reduces included, as their own term) and where
+    it sits on the roofline."""
+    parts = {**pred.contributions_s(cost, phase), "allreduce": allreduce}
+    t = sum(parts.values())
+    flops, nbytes_ = cost["flops"]["total"], cost["bytes"]["total"]
+    return {"time_s": t, "flops": flops, "bytes": nbytes_, "intensity": flops / nbytes_ if nbytes_ else 0.0,
+            "flops_per_s": flops / t if t > 0 else 0.0, "terms_s": parts,
+            "n_new": cost["n_new"], "n_cached": cost["n_cached"]}
+
+
+def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Predictor,
+                  est: dict[str, Any]) -> tuple[float, float]:
+    """(TTFT, all decode steps) in seconds on tp devices: each device's share of the cost, plus
+    the all-reduces of every forward."""
+    act_dt = est["dtypes"]["activations"]
+    prefill = per_device(forward_cost(spec, s.prompt_len, 0, s.batch, **_kwargs(s)).to_dict(), spec, s.tp)
+    ttft = pred.predict_s(prefill, "prefill") + allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)
+    decode = est["decode"]
+    summed = per_device({"bytes": decode["bytes"], "flops": {"total": decode["flops"]}, "n_new": 1},
+                        spec, s.tp)
+    decode_s = decode_time_s(pred, {**decode, "bytes": summed["bytes"], "flops": summed["flops"]["total"]})
+    decode_s += decode["steps"] * allreduce_s(spec, hardware, s.tp, s.batch, act_dt)
+    return ttft, decode_s
 
 
 def compute_bound_batch(spec: ModelSpec, pred: Predictor, s: Scenario) -> int | None:
@@ -212,11 +275,15 @@ def speculative(target: ModelSpec, draft: ModelSpec, hardware: HardwareSpec, s: 
         raise ValueError(f"{draft.name}'s or {target.name}'s context window is too short for this output")
     kw = _kwargs(s)
     target_pred, draft_pred = predictor(target, hardware, s), predictor(draft, hardware, s)
+    act_dt = default_companion_dtype(s.weight_dtype)
+    # the target is split over s.tp devices like plain decode; the small draft runs on one device
     step = forward_cost(target, 1, context, s.batch, **kw)
     verify = forward_cost(target, s.spec_gamma + 1, context, s.batch, **kw)
     draft_step = forward_cost(draft, 1, context, s.batch, **kw)
-    t_step = target_pred.predict_s(step, "decode")
-    t_verify = target_pred.predict_s(verify, "decode")
+    t_step = (target_pred.predict_s(per_device(step.to_dict(), target, s.tp), "decode")
+              + allreduce_s(target, hardware, s.tp, s.batch, act_dt))
+    t_verify = (target_pred.predict_s(per_device(verify.to_dict(), target, s.tp), "decode")
+                + allreduce_s(target, hardware, s.tp, s.batch * (s.spec_gamma + 1), act_dt))
     t_draft = draft_pred.predict_s(draft_step, "decode")
     tokens = expected_tokens_per_round(s.spec_gamma, s.spec_alpha)
     tpot = (s.spec_gamma * t_draft + t_verify) / tokens
@@ -246,11 +313,12 @@ def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
     for b in batches:
         est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype)
         steps = s.gen_len - 1
-        tpot = decode_time_s(pred, est["decode"]) / steps if steps else None
+        sb = replace(s, batch=b)
+        tpot = _generation_s(spec, hardware, sb, pred, est)[1] / steps if steps else None
         if weights_mem is None:
-            weights_mem = weight_memory_bytes(spec, s.weight_dtype, est["dtypes"]["activations"])
-        need = weights_mem + est["kv_bytes_final"] + activation_memory_bytes(spec, b, s.prompt_len,
-                                                                              est["dtypes"]["activations"])
+            weights_mem = weight_memory_bytes(spec, s.weight_dtype, est["dtypes"]["activations"]) / s.tp
+        need = (weights_mem + est["kv_bytes_final"] * kv_share(spec, s.tp)
+                + activation_memory_bytes(spec, b, s.prompt_len, est["dtypes"]["activations"]) / s.tp)
         out.append({"batch": b, "tpot_s": tpot, "tokens_per_s_total": b / tpot if tpot else None,
                     "memory_bytes": need, "fits": need <= hardware.memory_bytes})
     return out

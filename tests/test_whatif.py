@@ -179,3 +179,35 @@ def test_speculative_decoding_reads_the_weights_once_per_check():
     assert whatif.answer(target, gpu, whatif.Scenario())["speculative"] is None
     with pytest.raises(ValueError, match="acceptance rate"):
         whatif.answer(target, gpu, whatif.Scenario(spec_alpha=1.5), draft=draft)
+
+
+def test_tensor_parallelism_splits_the_work_and_pays_for_its_all_reduces():
+    from dataclasses import replace
+
+    spec, gpu = load_model_preset("llama-3.1-70b"), load_hardware("h100-sxm")  # 8 KV heads
+    one = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256))
+    four = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=4))
+    sixteen = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=16))
+    assert not one["memory"]["fits"] and four["memory"]["fits"]
+    assert four["memory"]["weights"] == pytest.approx(one["memory"]["weights"] / 4)
+    assert four["memory"]["kv"] == pytest.approx(one["memory"]["kv"] / 4)
+    assert sixteen["memory"]["kv"] == pytest.approx(one["memory"]["kv"] / 8)  # one whole head per device, copied
+    # two ring all-reduces of batch x hidden bf16 values per layer per decode step
+    link = gpu.interconnect
+    message = 8 * spec.hidden * 2
+    ring = 2 * 3 * link.latency_s + 2 * 3 / 4 * message / link.bandwidth_bytes_per_s
+    assert four["decode_step"]["terms_s"]["allreduce"] == pytest.approx(2 * spec.n_layers * ring)
+    assert one["decode_step"]["terms_s"]["allreduce"] == 0.0
+    assert four["tpot_s"] < one["tpot_s"] / 2 and four["ttft_s"] < one["ttft_s"] / 3
+    assert sixteen["decode_step"]["terms_s"]["allreduce"] > four["decode_step"]["terms_s"]["allreduce"]
+    no_link = replace(gpu, interconnect=None)
+    with pytest.raises(ValueError, match="no device-to-device link"):
+        whatif.answer(spec, no_link, whatif.Scenario(tp=2))
+    with pytest.raises(ValueError, match="tensor parallelism must be"):
+        whatif.answer(load_model_preset("gpt2"), gpu, whatif.Scenario(prompt_len=100, gen_len=10, tp=13))
+
+
+def test_speculative_plain_step_is_the_same_step_the_page_prices_with_tensor_parallelism():
+    target, draft, gpu = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    ans = whatif.answer(target, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=4), draft=draft)
+    assert ans["speculative"]["plain_step_s"] == pytest.approx(ans["decode_step"]["time_s"])

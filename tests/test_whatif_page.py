@@ -75,3 +75,10 @@ def test_speculative_decoding_from_the_link():
     assert "Speculative decoding" in text and "γ = 6" in text and "α = 0.80" in text
     plain = "".join(md.value for md in _app().markdown)
     assert "**Speculative decoding**" not in plain  # no draft model: plain decode only
+
+
+def test_tensor_parallel_link_prices_each_device():
+    at = _app(model="llama-3.1-70b", tp="4", batch="8", prompt="2048")
+    text = "".join(md.value for md in at.markdown)
+    assert "**Split over 4 devices**" in text and "NVLink" in text
+    assert "Memory per device" in _metrics(at)

@@ -18,7 +18,7 @@ PART_NAMES = {"attn_proj": "attention projections", "attn_scores": "attention sc
               "mlp": "MLP", "lm_head": "LM head"}
 TERM_NAMES = {"overhead": "fixed cost per forward", "memory": "streaming the weights",
               "kv": "reading and writing the KV cache", "compute": "arithmetic",
-              "prefill_extra": "prefill extra"}
+              "prefill_extra": "prefill extra", "allreduce": "all-reduce between devices"}
 
 
 def _decades(lo: float, hi: float) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def time_split(ans: dict[str, Any]) -> Figure:
     phases = [("prefill", ans["prefill"]), ("one decode step", ans["decode_step"])]
     names = [n for n, _ in phases]
     colours = {"overhead": pal.GREY, "memory": pal.WEIGHTS, "kv": pal.KV_READ, "compute": pal.GREEN,
-               "prefill_extra": pal.YELLOW}
+               "prefill_extra": pal.YELLOW, "allreduce": pal.PURPLE}
     data = []
     for term, name in TERM_NAMES.items():
         ys = [100 * p["terms_s"].get(term, 0.0) / p["time_s"] if p["time_s"] else 0 for _, p in phases]
@@ -129,7 +129,7 @@ def time_split(ans: dict[str, Any]) -> Figure:
                          "marker": {"color": colours[term]},
                          "hovertemplate": "%{x}: %{y:.1f}% of its time<extra>" + name + "</extra>"})
     # distinct from the term colours beside them: a part is not a term
-    part_colours = {"attn_proj": pal.BLUE, "attn_scores": pal.PURPLE, "mlp": pal.ORANGE, "lm_head": pal.YELLOW}
+    part_colours = {"attn_proj": pal.BLUE, "attn_scores": "#000000", "mlp": pal.ORANGE, "lm_head": pal.YELLOW}
     parts = ans["flops_by_part"]
     totals = [sum(parts["prefill"].values()), sum(parts["decode_step"].values())]
     for part, name in PART_NAMES.items():

@@ -23,7 +23,7 @@ UPLOADED_PREFIX = "uploaded: "
 WIDGETS = {"model": state.WI_MODEL, "hw": state.WI_HW, "w": state.WI_WDTYPE, "kv": state.WI_KVDTYPE,
            "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "gen": state.WI_GEN,
            "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF, "draft": state.WI_DRAFT,
-           "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA}
+           "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA, "tp": state.WI_TP}
 
 
 def apply_link_once() -> None:
@@ -124,6 +124,9 @@ def render() -> dict[str, Any]:
         st.number_input("Batch (sequences decoded together)", 1, link.MAX_BATCH, step=1, key=state.WI_BATCH)
         st.number_input("Prompt tokens", 1, link.MAX_TOKENS, step=128, key=state.WI_PROMPT)
         st.number_input("Output tokens", 1, link.MAX_TOKENS, step=64, key=state.WI_GEN)
+        st.number_input("Devices (tensor parallelism)", 1, link.MAX_TP, step=1, key=state.WI_TP,
+                        help="One copy of the model split over this many GPUs of the same kind, linked by the "
+                             "preset's interconnect; every layer then ends with two all-reduces.")
         with st.expander("Speculative decoding"):
             st.selectbox("Draft model", [""] + link.model_choices(), key=state.WI_DRAFT,
                          format_func=lambda m: m or "none (plain decode)",

@@ -14,11 +14,11 @@ from core.dtypes import DTYPES
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.spec import list_model_presets
-from core.whatif import COMPUTE_DTYPES, MAX_BATCH
+from core.whatif import COMPUTE_DTYPES, MAX_BATCH, MAX_TP
 
 DEFAULTS: dict[str, Any] = {"model": "llama-3.1-8b", "hw": "h100-sxm", "w": "bf16", "kv": "bf16",
                             "batch": 1, "prompt": 1024, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6,
-                            "draft": "", "gamma": 4, "alpha": 0.7}
+                            "draft": "", "gamma": 4, "alpha": 0.7, "tp": 1}
 MAX_TOKENS = 1_048_576
 DTYPE_KEYS = ("w", "kv")
 
@@ -64,6 +64,7 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "draft": lambda t: t if t in model_choices() or t == "" else None,
         "gamma": lambda t: _int(t, 1, 16),
         "alpha": lambda t: _float(t, 0.0, 0.99),
+        "tp": lambda t: _int(t, 1, MAX_TP),
     }
     for key, values in raw.items():
         if key not in checks or not values:

@@ -37,7 +37,8 @@ def scenario(settings: dict[str, Any]) -> whatif.Scenario:
                            compute_dtype=compute_dtype_for(settings["w"]),
                            assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
                                         "compute_efficiency": float(settings["c_eff"])},
-                           spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)))
+                           spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)),
+                           tp=int(settings.get("tp", 1)))
 
 
 def render() -> None:
@@ -81,9 +82,10 @@ def _tiles(ans: dict[str, Any]) -> None:
     cols[2].metric("Tokens per second", "–" if rate is None else f"{rate:,.0f}",
                    help="predicted: all sequences of the batch together")
     cols[3].metric("Whole answer", _ms(ans["total_s"]), help="predicted: prefill plus every decode step")
-    cols[4].metric("Memory", f"{_gb(m['total'])} of {m['capacity'] / 1e9:,.0f} GB",
+    cols[4].metric("Memory" if ans["tp"] == 1 else "Memory per device", _gb(m["total"]),
                    help="counted: weights and the final KV cache; activations estimated")
-    cols[4].caption("fits one device" if m["fits"] else f"does not fit: needs {m['devices_needed']} devices' memory")
+    verdict = "fits" if m["fits"] else f"does not fit: needs {m['devices_needed']} devices' memory"
+    cols[4].caption(f"of {m['capacity'] / 1e9:,.0f} GB per device: {verdict}")
 
 
 def summary(ans: dict[str, Any]) -> str:
@@ -115,6 +117,13 @@ def summary(ans: dict[str, Any]) -> str:
     else:
         lines.append(f"**Batching**: decode stops being bandwidth-bound from batch **{b:,}** (predicted): below it, "
                      "extra sequences ride on the same weight read almost for free.")
+    if ans["tp"] > 1:
+        lines.append(
+            f"**Split over {ans['tp']} devices** (tensor parallelism): each holds 1/{ans['tp']} of the weights and "
+            f"computes 1/{ans['tp']} of every matrix product, then two all-reduces per layer over "
+            f"{ans['interconnect']} stitch the halves back together: {_ms(ans['decode_step']['terms_s']['allreduce'])} "
+            f"of each decode step and {_ms(ans['prefill']['terms_s']['allreduce'])} of the prefill (predicted). "
+            f"{ans['kv_split']}")
     sp = ans.get("speculative")
     if sp:
         lines.append(
@@ -132,7 +141,8 @@ def summary(ans: dict[str, Any]) -> str:
                      f"{_gb(m['shortfall'])} short, so it needs at least {m['devices_needed']} devices' memory "
                      "(the times above are for one device that could hold it all).")
     else:
-        lines.append(f"**Memory**: {_gb(m['total'])} of {_gb(m['capacity'])}; the largest batch that fits at these "
+        lines.append(f"**Memory**{' per device' if ans['tp'] > 1 else ''}: {_gb(m['total'])} of {_gb(m['capacity'])}; "
+                     "the largest batch that fits at these "
                      f"lengths is about {m['max_batch']:,}.")
     lines.append(f"KV traffic overtakes weight traffic at **{ans['crossover_tokens']:,.0f} tokens** of context "
                  f"at this batch (counted).")
