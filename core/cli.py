@@ -94,7 +94,7 @@ def cmd_estimate(args) -> int:
 
     # --hardware host calibrates this machine on first use, as `calibrate` would: the CLI owns it.
     result = estimate_run(args.model, args.hardware, args.prompt_len, args.gen_len, args.batch,
-                          args.dtype, args.kv_dtype, measure=True)
+                          args.dtype, args.kv_dtype, measure=True, tp=args.tp)
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
 
@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--prompt-len", type=int, required=True)
     e.add_argument("--gen-len", type=int, required=True, help="generated tokens (the first from prefill)")
     e.add_argument("--batch", type=int, default=1)
+    e.add_argument("--tp", type=int, default=1, help="tensor parallelism: devices one model is split over")
     e.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
     e.add_argument("--kv-dtype", default=None, choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
     e.add_argument("--json", action="store_true")

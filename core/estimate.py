@@ -15,8 +15,14 @@ from core.spec import load_model_preset
 
 
 def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch: int = 1,
-                 dtype: str = "bf16", kv_dtype: str | None = None, measure: bool = False) -> dict[str, Any]:
-    """The whole generation's cost and predicted time; `measure` lets "host" be calibrated now."""
+                 dtype: str = "bf16", kv_dtype: str | None = None, measure: bool = False,
+                 tp: int = 1) -> dict[str, Any]:
+    """The whole generation's cost and predicted time; `measure` lets "host" be calibrated now.
+
+    `tp` > 1 splits the model over that many devices of a datasheet preset (core.whatif prices the
+    split and its all-reduces); the times are then per device, and "fits" is per device too. A
+    model that does not fit is still priced: "fits" is False and "shortfall_bytes" says by how much.
+    """
     if prompt_len < 1 or gen_len < 1 or batch < 1:
         raise ValueError("--prompt-len, --gen-len and --batch must be at least 1")
     spec = load_model_preset(model)
@@ -43,4 +49,35 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     result["hardware"] = hardware
     result["batch"] = batch
     result["predictor"] = pred.describe()
+    result["active_params"] = spec.params_total  # every weight is read each step in a dense model
+    result["tp"] = tp
+    _add_fit(result, spec, hardware, prompt_len, gen_len, batch, w_dt, kv_dt, tp, measure)
     return result
+
+
+def _add_fit(result: dict[str, Any], spec: Any, hardware: str, prompt_len: int, gen_len: int, batch: int,
+             w_dt: str, kv_dt: str, tp: int, measure: bool) -> None:
+    """Memory against the device ("fits", "shortfall_bytes"), and for tp > 1 the split times."""
+    from core import whatif
+    from core.calibrate import resolve_hardware
+
+    if tp != 1 and hardware == "host":
+        raise ValueError("--tp needs a datasheet preset: 'host' is this one machine")
+    hw = resolve_hardware(hardware, measure=measure)
+    scenario = whatif.Scenario(batch=batch, prompt_len=prompt_len, gen_len=gen_len, weight_dtype=w_dt,
+                               kv_dtype=kv_dt, tp=tp)
+    if hardware == "host":  # the host's times stay the calibrated predictor's; only its memory is checked
+        a = default_companion_dtype(w_dt)
+        need = (whatif.weight_memory_bytes(spec, w_dt, a) + result["kv_bytes_final"]
+                + whatif.activation_memory_bytes(spec, batch, prompt_len, a))
+        result["memory_bytes"], result["fits"] = need, need <= hw.memory_bytes
+        result["shortfall_bytes"] = max(0, need - hw.memory_bytes)
+        return
+    ans = whatif.answer(spec, hw, scenario)
+    m = ans["memory"]
+    result["memory_bytes"], result["fits"], result["shortfall_bytes"] = m["total"], m["fits"], m["shortfall"]
+    if tp > 1:
+        result["ttft_s"] = result["prefill"]["time_s"] = ans["ttft_s"]
+        result["decode"]["time_s"], result["decode"]["tpot_s"] = ans["decode_s"], ans["tpot_s"]
+        result["total_s"] = ans["total_s"]
+        result["allreduce_s_per_decode_step"] = ans["decode_step"]["terms_s"]["allreduce"]

@@ -154,9 +154,10 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     tpot = decode_s / steps if steps else None
     mid = forward_cost(spec, 1, s.prompt_len + max(0, steps - 1) // 2, s.batch, **kw)  # a typical step
     pre_dev, mid_dev = per_device(prefill_cost.to_dict(), spec, s.tp), per_device(mid.to_dict(), spec, s.tp)
-    weights_mem = weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp
-    kv_mem = est["kv_bytes_final"] * kv_share(spec, s.tp)
-    act_mem = activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt) / s.tp
+    # per device, in whole bytes
+    weights_mem = math.ceil(weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp)
+    kv_mem = math.ceil(est["kv_bytes_final"] * kv_share(spec, s.tp))
+    act_mem = math.ceil(activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt) / s.tp)
     need = weights_mem + kv_mem + act_mem
     capacity = hardware.memory_bytes
     per_seq = (kv_mem + act_mem) / s.batch

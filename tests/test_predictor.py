@@ -186,3 +186,20 @@ def test_estimate_rejects_bad_input_without_a_traceback():
     out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "gpt2", "--hardware", "tpu",
                           "--prompt-len", "1", "--gen-len", "1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "valid names" in out.stderr
+
+
+def test_estimate_reports_fit_shortfall_active_params_and_tensor_parallel_times():
+    alone = _estimate("--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--prompt-len", "2048",
+                      "--gen-len", "256", "--batch", "8")
+    split = _estimate("--model", "llama-3.1-70b", "--hardware", "h100-sxm", "--prompt-len", "2048",
+                      "--gen-len", "256", "--batch", "8", "--tp", "4")
+    assert alone["active_params"] == alone["params"] and alone["tp"] == 1
+    assert alone["fits"] is False and alone["shortfall_bytes"] == alone["memory_bytes"] - 80_000_000_000
+    assert alone["ttft_s"] > 0 and alone["decode"]["tpot_s"] > 0  # never refused for not fitting
+    assert split["fits"] is True and split["shortfall_bytes"] == 0
+    assert split["decode"]["tpot_s"] < alone["decode"]["tpot_s"] / 2
+    assert split["allreduce_s_per_decode_step"] > 0
+    out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "gpt2", "--hardware", "host",
+                          "--prompt-len", "10", "--gen-len", "5", "--tp", "2"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "datasheet preset" in out.stderr and "Traceback" not in out.stderr
