@@ -1,0 +1,34 @@
+"""Bundled model presets against figures their publishers (or well-known write-ups) state.
+
+Each check names its source. A preset whose config.json was typed wrong fails here, not on a page.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.cost import kv_bytes_per_token, kv_cache_bytes
+from core.spec import load_model_preset
+
+PUBLISHED_PARAMS = [
+    # (preset, parameters, relative tolerance, source)
+    ("smollm2-360m", 361.82e6, 0.001, "HuggingFaceTB/SmolLM2-360M-Instruct model page: 362M params (safetensors)"),
+    ("smollm2-1.7b", 1.71e9, 0.005, "HuggingFaceTB/SmolLM2-1.7B-Instruct model page: 1.71B params"),
+    ("qwen2.5-7b", 7.61e9, 0.005, "Qwen/Qwen2.5-7B model card: Number of Parameters 7.61B"),
+    ("llama-3.1-405b", 405.85e9, 0.002, "meta-llama/Llama-3.1-405B model page: 406B params (405.85B)"),
+    ("tinyllama-1.1b", 1.1e9, 0.005, "TinyLlama/TinyLlama-1.1B model card: 1.1B parameters"),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "rel", "source"), PUBLISHED_PARAMS)
+def test_published_parameter_counts(name, params, rel, source):
+    assert load_model_preset(name).params_total == pytest.approx(params, rel=rel), source
+
+
+def test_published_kv_cache_figures():
+    # Llama-3.1-405B, bf16: 2 x 126 layers x 8 KV heads x 128 x 2 bytes (GQA; Meta's model card shapes)
+    assert kv_bytes_per_token(load_model_preset("llama-3.1-405b"), "bf16") == 516_096
+    # Llama-3.1-70B, bf16: 2 x 80 x 8 x 128 x 2
+    assert kv_bytes_per_token(load_model_preset("llama-3.1-70b"), "bf16") == 327_680
+    # Llama-2-13B, fp16, one 8,192-token sequence: about 6.7 GB (the usual "0.8 MB per token" figure)
+    assert kv_cache_bytes(load_model_preset("llama-2-13b"), 8192, 1, "fp16") == pytest.approx(6.7e9, rel=0.01)
