@@ -232,11 +232,18 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON line (always last)")
     p.add_argument("--skip-prepare", action="store_true", help="do not time a fresh preparation")
     p.add_argument("--skip-serve", action="store_true", help="do not measure the page's process RSS")
+    p.add_argument("--transfer", action="store_true",
+                   help="only the predictor's error on models it was not fitted on (core.transfer, minutes)")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(args) -> int:
-    result = run_bench(skip_prepare=args.skip_prepare, skip_serve=args.skip_serve)
+    if args.transfer:
+        from core.transfer import run_transfer
+
+        result = run_transfer()
+    else:
+        result = run_bench(skip_prepare=args.skip_prepare, skip_serve=args.skip_serve)
     if not args.json:
         for key, value in result.items():
             print(f"{key:32} {value}")

@@ -1,0 +1,32 @@
+"""The transfer benchmark's plumbing (core.transfer): a random-weight model of a published shape is
+timed as the runner runs, and priced with the coefficients it is given, never fitted on itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import calibrate, transfer
+from core.predictor import host_predictor
+from core.spec import load_model_preset
+
+pytestmark = pytest.mark.slow
+
+
+def test_measure_model_prices_every_forward_with_the_given_coefficients(monkeypatch):
+    monkeypatch.setattr(transfer, "PROMPT_LENGTHS", (8, 24))
+    monkeypatch.setattr(transfer, "REPEATS", 2)
+    cal = calibrate.calibrate(quick=True)
+    coef = {"overhead": 1.0, "memory": 1.3, "kv": 2.0, "compute": 1.1, "prefill_extra": 0.01}
+    rows = transfer.measure_model("gpt2", coef, cal)
+    assert [r["phase"] for r in rows] == (["prefill"] + ["decode"] * (transfer.NEW_TOKENS - 1)) * 2
+    assert [r["n_cached"] for r in rows[:transfer.NEW_TOKENS]] == [0, 8, 9, 10, 11, 12]
+    assert all(r["measured_ms"] > 0 and r["error"] >= 0 for r in rows)
+    # the prediction is the host predictor for gpt2's shapes with exactly these coefficients
+    from dataclasses import replace
+
+    from core.predictor import cost_for_event
+
+    spec = load_model_preset("gpt2")
+    pred = replace(host_predictor(spec, "fp32", calibration=cal, use_fit=False), coef=coef)
+    expected = pred.predict_s(cost_for_event(spec, 1, 8, 1, "fp32"), "decode") * 1000
+    assert rows[1]["predicted_ms"] == pytest.approx(expected, rel=1e-3)
