@@ -294,20 +294,14 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
     layout = pal.base_layout(title, height=400, annotations=notes)
     y_top = math.log10((c.peak_flops or 1e11) * 3 / GIGA)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
-                       "range": [math.log10(0.05), math.log10(5000)], **_decade_ticks(-1, 3)}
+                       "range": [math.log10(0.05), math.log10(5000)], **pal.decade_ticks(0.1, 1000)}
     layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s"},
-                       "range": [-1, y_top], **_decade_ticks(-1, math.floor(y_top))}
+                       "range": [-1, y_top], **pal.decade_ticks(0.1, 10 ** math.floor(y_top))}
     return {"data": data, "layout": layout}
 
 
 GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
 
-
-def _decade_ticks(lo: int, hi: int) -> dict[str, Any]:
-    """Labels at powers of ten only, written out (0.1, 1, 10, 1,000): Plotly's own log labels add
-    "2" and "5" between them and write 1e9 as "1B", which a reader takes for bytes."""
-    vals = [10.0 ** k for k in range(lo, hi + 1)]
-    return {"tickvals": vals, "ticktext": [f"{v:,.10g}" for v in vals]}
 
 
 def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:

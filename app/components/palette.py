@@ -48,6 +48,15 @@ def base_layout(title: str, height: int = 360, **extra: Any) -> dict[str, Any]:
     return layout
 
 
+def decade_ticks(lo: float, hi: float) -> dict[str, Any]:
+    """Log-axis labels at the powers of ten from below `lo` to above `hi` only, written out (0.1, 1,
+    1,000): Plotly's own add "2" and "5" between them and write 1e9 as "1B", read as bytes."""
+    import math
+
+    vals = [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    return {"tickvals": vals, "ticktext": [f"{v:,.10g}" for v in vals]}
+
+
 def fit_legend(fig: Any, px_per_char: float = 7.2, symbol_px: int = 50) -> Any:
     """Give a horizontal legend a fixed entry width from its longest name.
 

@@ -21,12 +21,6 @@ TERM_NAMES = {"overhead": "fixed cost per forward", "memory": "streaming the wei
               "prefill_extra": "prefill extra", "allreduce": "all-reduce between devices"}
 
 
-def _decades(lo: float, hi: float) -> dict[str, Any]:
-    """Labels at powers of ten only, written out (Plotly's own would print 1e9 as "1B")."""
-    vals = [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
-    return {"tickvals": vals, "ticktext": [f"{v:,.10g}" for v in vals]}
-
-
 Figure = dict[str, Any]
 LEFT, RIGHT = [0.0, 0.42], [0.58, 1.0]  # x domains of a two-panel figure
 
@@ -65,9 +59,9 @@ def roofline(ans: dict[str, Any]) -> Figure:
     y_lo = min(bandwidth * lo, dec["flops_per_s"] / GIGA) / 2
     layout = pal.base_layout("Roofline: where each phase runs (predicted)", height=400)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
-                       "range": [math.log10(lo), math.log10(hi)], **_decades(lo, hi)}
+                       "range": [math.log10(lo), math.log10(hi)], **pal.decade_ticks(lo, hi)}
     layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s"},
-                       "range": [math.log10(y_lo), math.log10(peak * 2)], **_decades(y_lo, peak * 2)}
+                       "range": [math.log10(y_lo), math.log10(peak * 2)], **pal.decade_ticks(y_lo, peak * 2)}
     return pal.fit_legend({"data": data, "layout": layout})
 
 

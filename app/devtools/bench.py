@@ -45,13 +45,14 @@ MAX_NEW = 64
 ALL_CPUS = set(range(os.cpu_count() or 1))
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _start_server(port: int, log: Path) -> subprocess.Popen:
+def start_server(port: int, log: Path) -> subprocess.Popen:
+    """The app as a developer starts it, offline, logging each run's decode rate (PDLAB_BENCH_LOG)."""
     cmd = [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
            "--browser.gatherUsageStats=false"]
@@ -59,7 +60,7 @@ def _start_server(port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
-def _wait_healthy(port: int, timeout: float = 120) -> None:
+def wait_healthy(port: int, timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -256,16 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
+    port = free_port()
     (ROOT / "artifacts").mkdir(exist_ok=True)
     log = ROOT / "artifacts" / f"bench-{port}.log"
-    proc = _start_server(port, log)
+    proc = start_server(port, log)
     url = f"http://127.0.0.1:{port}"
     result: dict = {"max_new_tokens": MAX_NEW, "prompt": PROMPT, "cpus": os.cpu_count(),
                     "load_avg_1m_start": round(os.getloadavg()[0], 2)}
     runs: list[tuple[str, dict]] = []
     try:
-        _wait_healthy(port)
+        wait_healthy(port)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium_path())
             page = browser.new_page(viewport={"width": 1440, "height": 1000})

@@ -11,36 +11,13 @@ enough for an image viewer. Needs the prepared model and Debian's Chromium.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
+from app.devtools.bench import free_port, start_server, wait_healthy
 from core import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE_PX = 1800
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(port: int, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"streamlit on port {port} not healthy after {timeout} s")
 
 
 def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
@@ -49,14 +26,10 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.headless=true",
-           f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
-           "--browser.gatherUsageStats=false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    port = free_port()
+    proc = start_server(port, out / "streamlit.log")
     try:
-        _wait_healthy(port)
+        wait_healthy(port)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=settings.chromium_path())
             page = browser.new_context(viewport={"width": width, "height": 1000}).new_page()
@@ -83,7 +56,7 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
             page.screenshot(path=str(full), full_page=True)
             browser.close()
     finally:
-        os.killpg(proc.pid, 15)
+        proc.terminate()
         proc.wait(timeout=15)
     image = Image.open(full)
     tiles = []
