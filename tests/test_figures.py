@@ -271,6 +271,9 @@ def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
     events, ctx = run_data
     whole, chunked = sk.timelines(events, ctx)
     terms, priced = events[0].predicted_terms_ms, events[0].n_new
+    # the predicted split, scaled so the run's own prompt costs exactly its measured prefill
+    terms = {k: v * events[0].latency_ms / sum(terms.values()) for k, v in terms.items()}
+    assert perf.scaled_prefill_ms(terms, priced, priced) == pytest.approx(events[0].latency_ms)
     long_prefill_s = perf.scaled_prefill_ms(terms, priced, sk.LONG_PROMPT + len(sk.STREAMS)) / 1e3
     assert whole.longest_gap_s() == pytest.approx(long_prefill_s)  # every stream waits for the whole prefill
     chunk_s = perf.scaled_prefill_ms(terms, priced, sk.CHUNK + len(sk.STREAMS)) / 1e3

@@ -69,7 +69,7 @@ def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:
     latency = charts.figure_dict("latency", events, ctx)
     prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     title = latency["layout"]["title"]["text"]
-    assert f"prefill {figures.signed_pct(prefill)}" in title and "decode median |" in title, title
+    assert f"prefill {figures.signed_pct(prefill)}" in title and "% (median, either way)" in title, title
     notes = " ".join(a["text"] for a in latency["layout"]["annotations"])
     assert "(predicted − measured) ÷ measured" in notes and "below 0 = predicted too fast" in notes
     traffic = charts.figure_dict("traffic", events, ctx)

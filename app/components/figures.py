@@ -178,7 +178,7 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
     elif prefill is None:
         errors = "no prediction for this run"
     else:
-        rest = (f"decode median |{statistics.median(decode_errors):.0f}|%" if decode_errors
+        rest = (f"decode off by {statistics.median(decode_errors):.0f}% (median, either way)" if decode_errors
                 else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("Latency per token: prefill once, then one decode step per token"

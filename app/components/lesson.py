@@ -44,7 +44,8 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         return v
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
              window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token),
-             dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}")
+             dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}",
+             four_bit_share={4: "an eighth", 2: "a quarter", 1: "half"}.get(ctx.dtype_bytes, "a fraction"))
     if events:
         v["prompt_tokens"] = str(ctx.prompt_len)
     if ctx.weight_bytes:
@@ -52,7 +53,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         v["crossover_b1"] = f"{perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"
     c = ctx.ceilings
     if c.bandwidth and c.peak_flops:
-        v["ridge"] = f"{c.peak_flops / c.bandwidth:.0f}"
+        v["ridge"] = f"{c.peak_flops / c.bandwidth:.1f}"  # the precision of the intensities it is compared with
         v["ceiling_gbs"] = f"{c.bandwidth / 1e9:.1f} GB/s"
     if events:
         v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
@@ -167,8 +168,8 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         ridge = peak / bw
         intensity = flops / prefill.cost["bytes"]["total"]
         v["prefill_vs_ridge"] = (
-            f"right of the ridge at {ridge:.0f}: by its intensity alone it could run at the compute roof"
+            f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
             if intensity >= ridge else
-            f"still left of the ridge at {ridge:.0f}: at this prompt length even the prefill is limited by "
+            f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
             "bandwidth")
     return v

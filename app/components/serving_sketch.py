@@ -4,7 +4,9 @@ Three readers are decoding together, one token per step; a long prompt arrives. 
 prefill is one long iteration and every stream waits for it; served in chunks, each iteration
 carries a slice of the prompt beside the decodes, so the streams keep ticking, a little slower.
 A decode step takes this run's measured TPOT; a prefill of any length is this run's predicted
-prefill terms scaled to that length (core.perf.scaled_prefill_ms): an estimate, labelled as one.
+prefill terms scaled to that length (core.perf.scaled_prefill_ms), after scaling every term so the
+run's own prompt gets exactly its measured TTFT (the prediction supplies the split between fixed and
+per-token cost, the measurement its size): an estimate, labelled as one.
 It is a sketch: it ignores batching's own cost and memory limits, which a full scheduling
 simulation accounts for.
 """
@@ -51,9 +53,11 @@ def timelines(events: list[Event], ctx: RunContext, long_prompt: int = LONG_PROM
     predicted prefill (an unpriced model, or a recording made before predictions were split)."""
     tpot = perf.tpot_ms(events)
     terms = events[0].predicted_terms_ms if events and events[0].phase == "prefill" else None
-    if tpot is None or not terms:
+    if tpot is None or not terms or sum(terms.values()) <= 0:
         return None
     priced = events[0].n_new
+    to_measured = events[0].latency_ms / sum(terms.values())
+    terms = {k: v * to_measured for k, v in terms.items()}
 
     def step_s(prompt_tokens: int) -> float:  # one iteration: some prompt tokens beside the decodes
         if not prompt_tokens:
@@ -104,7 +108,7 @@ def figure(events: list[Event], ctx: RunContext) -> go.Figure:
                         marker={"symbol": "star", "size": 13, "color": pal.PREFILL}, showlegend=False,
                         hovertemplate="its first token at %{x:.2f} s<extra></extra>")
         fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], row=r, col=1)
-    fig.update_xaxes(title_text="seconds (estimated: this run's measured decode step and predicted prefill)",
+    fig.update_xaxes(title_text="seconds (estimated from this run's measured decode step and prefill)",
                      row=2, col=1)
     fig.update_layout(**pal.base_layout("What a long prompt does to other readers' streams", height=460))
     return pal.fit_legend(fig)
