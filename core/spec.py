@@ -31,6 +31,8 @@ class _Family:
     o_bias: bool | str = False
     mlp_bias: bool | str = False
     qk_norm: bool = False
+    bias_default: bool = False  # what a bias switch key (qkv_bias="attention_bias") means when absent
+    norm: str = "rmsnorm"  # "layernorm" (weight and bias) for families that use it
     sliding_default: int | None = None
     qwen_sliding: bool = False  # sliding only when use_sliding_window, and only from max_window_layers on
 
@@ -46,6 +48,11 @@ FAMILIES: dict[str, _Family] = {
     "smollm3": _Family(tied_default=True, qkv_bias="attention_bias", o_bias="attention_bias",
                        mlp_bias="mlp_bias"),
     "phi3": _Family(),
+    # Pythia: LayerNorm, a plain GELU MLP with biases, attention biases unless switched off, an untied
+    # head (embed_out). Its parallel residual and partial rotary embedding change neither the weights
+    # nor the matmul FLOPs, so the shapes above price it exactly.
+    "gpt_neox": _Family(gated_mlp=False, qkv_bias="attention_bias", o_bias="attention_bias", mlp_bias=True,
+                        bias_default=True, norm="layernorm"),
     "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
                     mlp_bias=True),
     "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
@@ -57,6 +64,7 @@ _ARCH_TO_TYPE = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
+    "GPTNeoXForCausalLM": "gpt_neox",
 }
 
 
@@ -189,8 +197,12 @@ def _as_int(value: Any, field_name: str, model: str) -> int:
     return value
 
 
-def _switch(d: dict[str, Any], rule: bool | str) -> bool:
-    return rule if isinstance(rule, bool) else bool(d.get(rule) or False)
+def _switch(d: dict[str, Any], rule: bool | str, default: bool = False) -> bool:
+    """A family's fixed choice, or the config key that switches it (absent: the class default)."""
+    if isinstance(rule, bool):
+        return rule
+    value = d.get(rule)
+    return default if value is None else bool(value)
 
 
 def _sliding(d: dict[str, Any], fam: _Family, n_layers: int, model: str) -> tuple[int | None, int]:
@@ -282,15 +294,15 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
             default_hd = hidden // n_heads
         head_dim = _as_int(_read(d, "head_dim", default=default_hd), "head_dim", label)
         mlp_width = need("intermediate_size")
-        norm, learned_pos = "rmsnorm", False
+        norm, learned_pos = fam.norm, False
     window, n_sliding = _sliding(d, fam, n_layers, label)
     return ModelSpec(
         name=label, model_type=model_type, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
         n_kv_heads=n_kv, head_dim=head_dim, mlp_width=mlp_width, gated_mlp=fam.gated_mlp,
         vocab=need("vocab_size"), max_positions=max_positions,
         tied_embeddings=bool(_read(d, "tie_word_embeddings", default=fam.tied_default)),
-        attn_bias=_switch(d, fam.qkv_bias), attn_out_bias=_switch(d, fam.o_bias),
-        mlp_bias=_switch(d, fam.mlp_bias), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
+        attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
+        mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
         sliding_window=window, n_sliding_layers=n_sliding,
     )
 

@@ -28,7 +28,7 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
-from tests.tiny_configs import gpt_small, small  # noqa: E402
+from tests.tiny_configs import gpt_small, neox_small, small  # noqa: E402
 
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
 SMALL = small(vocab=1024, positions=256)
@@ -39,6 +39,7 @@ ARCHS = {
     "mistral_window6": ("mistral", {**SMALL, "sliding_window": 6}),  # the cache outgrows the window
     "gpt2": ("gpt2", GPT_SMALL),
     "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 96}),
+    "gpt_neox": ("gpt_neox", neox_small(vocab=1024, positions=256)),
 }
 _MODELS: dict[str, tuple] = {}
 
@@ -64,8 +65,8 @@ def counted(model, **inputs) -> tuple[int, dict[str, int]]:
     with counter, torch.no_grad():
         model(**inputs)
     per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
-    attn = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn)$", k))
-    proj = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn)\.\w+$", k))
+    attn = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn|attention)$", k))
+    proj = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn|attention)\.\w+$", k))
     parts = {
         "attn_proj": proj,
         "attn_scores": attn - proj,  # matmuls inside the attention module but outside its linears
@@ -139,7 +140,7 @@ def test_causal_flops_respect_the_sliding_window():
 @pytest.mark.parametrize(("key", "batch", "dtype"), [("llama_gqa", 1, torch.float32),
                                                      ("llama_gqa", 2, torch.bfloat16),
                                                      ("gpt_bigcode_mqa", 2, torch.float32),
-                                                     ("gpt2", 2, torch.float32),
+                                                     ("gpt2", 2, torch.float32), ("gpt_neox", 2, torch.float32),
                                                      ("mistral_window6", 2, torch.float32)])
 def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
     model, spec = tiny(key)

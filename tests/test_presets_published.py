@@ -17,6 +17,8 @@ PUBLISHED_PARAMS = [
     ("qwen2.5-7b", 7.61e9, 0.005, "Qwen/Qwen2.5-7B model card: Number of Parameters 7.61B"),
     ("llama-3.1-405b", 405.85e9, 0.002, "meta-llama/Llama-3.1-405B model page: 406B params (405.85B)"),
     ("tinyllama-1.1b", 1.1e9, 0.005, "TinyLlama/TinyLlama-1.1B model card: 1.1B parameters"),
+    ("pythia-1.4b", 1_414_647_808, 0, "EleutherAI/pythia-1.4b: 1,414,647,808 parameters (Pythia paper, Table 1 "
+     "and the model card)"),
 ]
 
 

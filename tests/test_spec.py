@@ -26,7 +26,7 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
-from tests.tiny_configs import gpt_small, small  # noqa: E402
+from tests.tiny_configs import gpt_small, neox_small, small  # noqa: E402
 
 SMALL = small(vocab=256, positions=128)
 GPT_SMALL = gpt_small(vocab=256, positions=128)
@@ -47,6 +47,9 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
     "gpt2_n_inner_untied": ("gpt2", {**GPT_SMALL, "n_inner": 100, "tie_word_embeddings": False}),
     "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 100}),
     "gpt_bigcode_mha": ("gpt_bigcode", {**GPT_SMALL, "multi_query": False}),
+    "gpt_neox_untied": ("gpt_neox", neox_small(vocab=256, positions=128)),
+    "gpt_neox_tied_no_attn_bias": ("gpt_neox", {**neox_small(vocab=256, positions=128), "tie_word_embeddings": True,
+                                                "attention_bias": False, "use_parallel_residual": False}),
 }
 
 

@@ -12,6 +12,12 @@ def small(vocab: int, positions: int) -> dict:
             "num_key_value_heads": 2, "vocab_size": vocab, "max_position_embeddings": positions, **NO_IDS}
 
 
+def neox_small(vocab: int, positions: int) -> dict:
+    """The same size as a GPT-NeoX (Pythia) config: multi-head attention, a plain MLP."""
+    return {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": vocab, "max_position_embeddings": positions, **NO_IDS}
+
+
 def gpt_small(vocab: int, positions: int) -> dict:
     """The same size in GPT-2's own field names."""
     return {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": vocab, "n_positions": positions,
