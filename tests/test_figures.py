@@ -286,3 +286,16 @@ def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
     assert "[[" not in text and "—" not in text
     assert len(sk.figure(events, ctx).data) > 0
     assert sk.timelines(events[:1], ctx) is None  # no decode step yet: nothing to estimate from
+
+
+def test_a_prefill_far_slower_than_predicted_is_explained(run_data):
+    import dataclasses
+
+    events, ctx = run_data
+    first = events[0]
+    slow = dataclasses.replace(first, latency_ms=first.predicted_ms * 2)  # predicted 50% too fast
+    close = dataclasses.replace(first, latency_ms=first.predicted_ms * 1.05)
+    assert "redrawing this page" in lesson.values_for([slow, *events[1:]], ctx)["prefill_error_note"]
+    assert lesson.values_for([close, *events[1:]], ctx)["prefill_error_note"] == ""
+    text = lesson.text("latency", lesson.values_for([close, *events[1:]], ctx))
+    assert "—" not in text and "[[" not in text

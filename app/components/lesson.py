@@ -57,10 +57,15 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         v["ceiling_gbs"] = f"{c.bandwidth / 1e9:.1f} GB/s"
     if events:
         v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
+        v["prefill_error_note"] = ""
         prefill_error = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
         if prefill_error is not None:  # the latency chart's prefill error, and the prediction it comes from
             v["prefill_error"] = signed_pct(prefill_error)
             v["prefill_predicted_ms"] = f"{events[0].predicted_ms:.0f}"
+            v["prefill_error_note"] = (
+                ". A prefill timed on this page usually runs slower than predicted: it starts right after the "
+                "click, while the server keeps redrawing this page in Python on the same CPU cores, which the "
+                "latency model, fitted on runs without a page, does not see" if prefill_error < -20 else "")
         v["kv_columns"] = str(events[-1].kv_seq_len)
         if events[0].cost:
             cost = events[0].cost
@@ -111,7 +116,8 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     if terms.get("memory") and terms.get("kv") and kv_bytes:
         ratio = (terms["kv"] / kv_bytes) / (terms["memory"] / weight_bytes)
         if terms["kv"] >= 0.05:
-            kv_share = (f"this cache grows by copying itself at every step, so a byte of cache costs about "
+            kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
+                        f"coefficients a byte of cache costs about "
                         f"{ratio:.1f}× a byte of weights")
     v["kv_sentence"] = kv_share
     # median against median: a few slow outliers pull the mean up and would read as a missing term

@@ -106,8 +106,9 @@ def compare_summary(result: dict[str, Any]) -> str:
         out.append(f"**Measured:** without the cache these {n} forwards took **{sum(off) / 1000:.1f} s**, "
                    f"**{sum(off) / sum(dyn):.1f}×** the {sum(dyn) / 1000:.1f} s with it. With the cache a decode "
                    f"step feeds the model **1 new token**; without it, forward *k* feeds all {prompt} + *k* tokens "
-                   f"again, so every step costs about as much as a prefill "
-                   f"(here {_mean(off[1:]):.0f} ms against {_mean(dyn[1:]):.0f} ms per step) and the gap keeps "
+                   f"again, so every step is a prefill of the whole sequence so far "
+                   f"(here {_mean(off[1:]):.0f} ms per step, against {_mean(dyn[1:]):.0f} ms with the cache) and "
+                   f"the gap keeps "
                    f"widening with every token.")
     if "static" in modes:
         ratio = sum(modes["static"]) / sum(dyn)
