@@ -138,6 +138,15 @@ def activation_memory_bytes(spec: ModelSpec, batch: int, tokens: int, act_dtype:
     return nbytes(batch * tokens * (spec.hidden + widest), act_dtype) + nbytes(batch * spec.vocab, "fp32")
 
 
+def device_memory(spec: ModelSpec, s: Scenario, est: dict[str, Any]) -> tuple[int, int, int]:
+    """(weights, final KV cache, prefill activations) one device holds, in whole bytes, for the
+    generation `est` (core.cost.estimate at s's batch) split over s.tp devices."""
+    act_dt = est["dtypes"]["activations"]
+    return (math.ceil(weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp),
+            math.ceil(est["kv_bytes_final"] * kv_share(spec, s.tp)),
+            math.ceil(activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt) / s.tp))
+
+
 def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
            draft: ModelSpec | None = None) -> dict[str, Any]:
     """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes).
@@ -154,10 +163,7 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     tpot = decode_s / steps if steps else None
     mid = forward_cost(spec, 1, s.prompt_len + max(0, steps - 1) // 2, s.batch, **kw)  # a typical step
     pre_dev, mid_dev = per_device(prefill_cost.to_dict(), spec, s.tp), per_device(mid.to_dict(), spec, s.tp)
-    # per device, in whole bytes
-    weights_mem = math.ceil(weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp)
-    kv_mem = math.ceil(est["kv_bytes_final"] * kv_share(spec, s.tp))
-    act_mem = math.ceil(activation_memory_bytes(spec, s.batch, s.prompt_len, act_dt) / s.tp)
+    weights_mem, kv_mem, act_mem = device_memory(spec, s, est)
     need = weights_mem + kv_mem + act_mem
     capacity = hardware.memory_bytes
     per_seq = (kv_mem + act_mem) / s.batch
@@ -310,16 +316,12 @@ def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
     s = s.resolved()
     pred = predictor(spec, hardware, s)
     out = []
-    weights_mem = None
+    steps = s.gen_len - 1
     for b in batches:
         est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype)
-        steps = s.gen_len - 1
         sb = replace(s, batch=b)
         tpot = _generation_s(spec, hardware, sb, pred, est)[1] / steps if steps else None
-        if weights_mem is None:
-            weights_mem = weight_memory_bytes(spec, s.weight_dtype, est["dtypes"]["activations"]) / s.tp
-        need = (weights_mem + est["kv_bytes_final"] * kv_share(spec, s.tp)
-                + activation_memory_bytes(spec, b, s.prompt_len, est["dtypes"]["activations"]) / s.tp)
+        need = sum(device_memory(spec, sb, est))
         out.append({"batch": b, "tpot_s": tpot, "tokens_per_s_total": b / tpot if tpot else None,
                     "memory_bytes": need, "fits": need <= hardware.memory_bytes})
     return out

@@ -211,3 +211,12 @@ def test_speculative_plain_step_is_the_same_step_the_page_prices_with_tensor_par
     target, draft, gpu = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
     ans = whatif.answer(target, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=4), draft=draft)
     assert ans["speculative"]["plain_step_s"] == pytest.approx(ans["decode_step"]["time_s"])
+
+
+def test_the_batch_sweep_and_the_answer_agree_on_memory():
+    spec, gpu = load_model_preset("llama-3.1-70b"), load_hardware("h100-sxm")
+    for tp in (1, 4, 16):
+        s = whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=tp)
+        row = next(r for r in whatif.batch_sweep(spec, gpu, s) if r["batch"] == 8)
+        m = whatif.answer(spec, gpu, s)["memory"]
+        assert row["memory_bytes"] == m["total"] and row["fits"] == m["fits"]
