@@ -193,6 +193,23 @@ def bench_latency(loaded) -> dict[str, float]:
             "prompt_tokens": len(trace.prompt_token_ids)}
 
 
+def bench_sim(sizes: tuple[int, ...] = (1000, 10_000)) -> dict[str, Any]:
+    """Serving simulator speed: the event loop's wall time (sim_wall_s, coefficient fit and request
+    generation excluded) for every policy on the default `mix` workload, at each size."""
+    from core.sim.policy import POLICIES
+    from core.sim.simulate import SimConfig, simulate
+
+    out: dict[str, Any] = {}
+    for n in sizes:
+        walls = {}
+        for policy in sorted(POLICIES):
+            result = simulate(SimConfig(policy=policy, requests=n))
+            walls[policy] = round(result.sim_wall_s, 3)
+        out[f"sim_wall_s_{n}"] = max(walls.values())
+        out[f"sim_wall_s_{n}_by_policy"] = walls
+    return out
+
+
 def run_bench(skip_prepare: bool = False, skip_serve: bool = False) -> dict[str, Any]:
     from core.model import configure_torch, load_embedded
 
@@ -213,6 +230,8 @@ def run_bench(skip_prepare: bool = False, skip_serve: bool = False) -> dict[str,
     result["decode_bandwidth_fraction"] = decode_bandwidth_fraction(test_rows, fitted.hardware.bandwidth)
     _log("runner vs model.generate (interleaved pairs)")
     result.update(overhead_ratio(loaded))
+    _log("serving simulator, 1,000 and 10,000 requests per policy")
+    result.update(bench_sim())
     if not skip_serve:
         _log("peak RSS of a process serving the page")
         result["serve_peak_rss_mb"] = bench_serve_rss()
@@ -234,6 +253,7 @@ def add_parser(sub) -> None:
     p.add_argument("--skip-serve", action="store_true", help="do not measure the page's process RSS")
     p.add_argument("--transfer", action="store_true",
                    help="only the predictor's error on models it was not fitted on (core.transfer, minutes)")
+    p.add_argument("--sim", action="store_true", help="only the serving simulator's speed (seconds)")
     p.set_defaults(func=_cmd)
 
 
@@ -242,6 +262,8 @@ def _cmd(args) -> int:
         from core.transfer import run_transfer
 
         result = run_transfer()
+    elif args.sim:
+        result = bench_sim()
     else:
         result = run_bench(skip_prepare=args.skip_prepare, skip_serve=args.skip_serve)
     if not args.json:

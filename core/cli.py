@@ -99,6 +99,32 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def cmd_simulate(args) -> int:
+    import json
+    from pathlib import Path
+
+    from core.sim.simulate import SimConfig, simulate
+    from core.sim.workload import MAX_UPLOAD_BYTES, read_arrivals
+
+    config = SimConfig(policy=args.policy, workload=args.workload, requests=args.requests, rate_per_s=args.rate,
+                       arrival=args.arrival, seed=args.seed, model=args.model, hardware=args.hardware,
+                       dtype=args.dtype, tp=args.tp, instances=args.instances, budget=args.budget,
+                       kv_blocks=args.kv_blocks, ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
+                       prompt_scale=args.prompt_scale, output_scale=args.output_scale)
+    requests = None
+    if args.arrivals:
+        path = Path(args.arrivals)
+        if not path.is_file():
+            raise ValueError(f"no arrival file at {path}")
+        if path.stat().st_size > MAX_UPLOAD_BYTES:
+            raise ValueError(f"the arrival file is larger than {MAX_UPLOAD_BYTES:,} bytes")
+        requests = read_arrivals(path.read_bytes(), path.name)
+    result = simulate(config, requests)
+    out = result.to_dict(per_request=args.per_request)
+    print(json.dumps(out) if args.json else json.dumps(out, indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -140,6 +166,39 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kv-dtype", default=None, choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_estimate)
+
+    from core.sim.simulate import DEFAULT_HARDWARE, DEFAULT_MODEL
+
+    s = sub.add_parser("simulate", help="simulate a serving machine under a scheduling policy (all times simulated)",
+                       description="Discrete-event simulation of serving: requests arrive, a policy batches them, "
+                                   "every iteration is priced by the cost model and the datasheet predictor.")
+    s.add_argument("--policy", default="chunked",
+                   choices=["static", "prefill-first", "decode-first", "chunked", "disaggregated"])
+    s.add_argument("--workload", default="mix", choices=["chat", "long-doc", "mix"])
+    s.add_argument("--requests", type=int, default=1000, help="requests to simulate (default 1000)")
+    s.add_argument("--rate", type=float, default=None,
+                   help="mean arrivals per second (default: the workload's, near saturation: chat 60, long-doc 4, "
+                        "mix 24)")
+    s.add_argument("--arrival", default="poisson", choices=["poisson", "bursty"])
+    s.add_argument("--arrivals", help="replay an arrival file instead (JSONL or CSV: arrival_s, prompt_tokens, "
+                                      "output_tokens)")
+    s.add_argument("--model", default=DEFAULT_MODEL, help=f"a model preset (default {DEFAULT_MODEL})")
+    s.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"a GPU preset (default {DEFAULT_HARDWARE})")
+    s.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+    s.add_argument("--tp", type=int, default=1, help="devices per model copy (default 1)")
+    s.add_argument("--instances", type=int, default=2,
+                   help="model copies (default 2); disaggregated uses half for prefill, half for decode")
+    s.add_argument("--budget", type=int, default=512, help="chunked: tokens per iteration (default 512)")
+    s.add_argument("--kv-blocks", type=int, default=None,
+                   help="KV blocks of 16 tokens per copy (default: 0.9 of memory less the weights)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--prompt-scale", type=float, default=1.0, help="multiply every prompt length (default 1)")
+    s.add_argument("--output-scale", type=float, default=1.0, help="multiply every output length (default 1)")
+    s.add_argument("--ttft-target", type=float, default=1.0, help="goodput: TTFT target in s (default 1)")
+    s.add_argument("--tpot-target", type=float, default=0.05, help="goodput: TPOT target in s (default 0.05)")
+    s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_simulate)
 
     from core import bench
 

@@ -1,7 +1,8 @@
 """Analytic FLOPs and bytes of one forward pass: prefill and decode are the same function.
 
 A forward runs `n_new` new tokens per sequence over `n_cached` cached ones, for `batch` sequences.
-Prefill is `forward_cost(spec, prompt_len, 0)`; a decode step is `forward_cost(spec, 1, context)`.
+Prefill is `forward_cost(spec, prompt_len, 0)`; a decode step is `forward_cost(spec, 1, context)`;
+a serving iteration that mixes both is `step_cost(spec, [(512, 0), (1, 900), (1, 47)])`.
 Keeping one function means the two phases can only differ through their arguments, which is the
 point the app teaches: same weights, same arithmetic per token, very different reuse.
 
@@ -17,6 +18,7 @@ Conventions (they match `torch.utils.flop_counter.FlopCounterMode` under eager a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,21 @@ def _causal_positions(n_new: int, n_cached: int, window: int | None) -> int:
     return (first + window) * (window - first + 1) // 2 + (last - window) * window
 
 
+def _held(n_cached: int, window: int | None) -> int:
+    """Cached positions one layer keeps and attends over: transformers' sliding cache keeps
+    window - 1 past positions, then appends the new ones."""
+    return n_cached if window is None else min(n_cached, window - 1)
+
+
+def held_positions(spec: ModelSpec, n_cached: int) -> int:
+    """Cached positions a row over `n_cached` cached tokens reads, summed over layers (a dynamic
+    cache): what its kv_read counts, in positions. A simulator sums it over rows."""
+    held = spec.n_full_layers * n_cached
+    if spec.sliding_window is not None:
+        held += spec.n_sliding_layers * _held(n_cached, spec.sliding_window)
+    return held
+
+
 def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "fp32") -> int:
     """KV cache bytes of one token of one sequence: 2 (K and V) x layers x KV heads x head_dim.
 
@@ -99,6 +116,8 @@ def forward_cost(spec: ModelSpec, n_new: int, n_cached: int, batch: int = 1, *,
                  lm_head_tokens: int | None = None, attn_len: int | None = None) -> ForwardCost:
     """FLOPs and bytes of one forward of `n_new` tokens over `n_cached` cached ones, for `batch` rows.
 
+    The uniform case of `step_cost`: `batch` identical rows.
+
     lm_head_tokens: positions per sequence the LM head runs on. Default 1, what the runner and
         `generate` do (logits_to_keep=1); pass n_new to describe a plain forward, which computes
         logits for every position.
@@ -106,74 +125,118 @@ def forward_cost(spec: ModelSpec, n_new: int, n_cached: int, batch: int = 1, *,
         cache); a static cache attends over its whole allocated length, so pass that length.
     act_dtype / kv_dtype: default to weight_dtype, except bf16 for fp8/int8/int4 weights.
     """
-    _check_int(n_new, "n_new", 1)
-    _check_int(n_cached, "n_cached", 0)
     _check_int(batch, "batch", 1)
-    lm_tokens = 1 if lm_head_tokens is None else _check_int(lm_head_tokens, "lm_head_tokens", 0)
-    if lm_tokens > n_new:
-        raise ValueError(f"lm_head_tokens ({lm_tokens}) cannot exceed n_new ({n_new})")
-    if attn_len is not None and _check_int(attn_len, "attn_len", 1) < n_cached + n_new:
-        raise ValueError(f"attn_len ({attn_len}) is shorter than n_cached + n_new ({n_cached + n_new})")
+    return step_cost(spec, [(n_new, n_cached, batch)], weight_dtype=weight_dtype, act_dtype=act_dtype,
+                     kv_dtype=kv_dtype, lm_head_tokens=lm_head_tokens, attn_len=attn_len)
+
+
+def _position_rows(rows: Sequence[tuple[int, int, int]], max_positions: int) -> int:
+    """Distinct rows of a learned position table one forward reads: the union of every row's
+    positions n_cached .. n_cached + n_new - 1 (rows at the same positions share the lookup)."""
+    spans = sorted((min(c, max_positions), min(c + n, max_positions)) for n, c, _ in rows)
+    total, reach = 0, 0
+    for lo, hi in spans:
+        lo = max(lo, reach)
+        if hi > lo:
+            total += hi - lo
+            reach = hi
+    return total
+
+
+def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, int]], *,
+              weight_dtype: str = "fp32", act_dtype: str | None = None, kv_dtype: str | None = None,
+              lm_head_tokens: int | None = None, attn_len: int | None = None) -> ForwardCost:
+    """FLOPs and bytes of one batched forward whose rows have different shapes.
+
+    Each row is (n_new, n_cached) or (n_new, n_cached, count): `count` sequences feeding n_new
+    tokens over n_cached cached ones. A serving iteration mixes a prefill chunk of 512 tokens with
+    30 decodes at different context lengths; it is still one forward, so the weights are read once
+    for all rows, while every row brings its own tokens' arithmetic, its own cache reads and writes
+    and its own activations. `forward_cost` is the case of one shape.
+
+    The returned ForwardCost has `batch` = number of rows, and `n_new` / `n_cached` of the row with
+    the most new tokens (the shape that decides whether the forward is a multi-token one).
+    lm_head_tokens, attn_len: as in forward_cost, applied to every row.
+    """
+    if not rows:
+        raise ValueError("a forward needs at least one row")
     w_dt, a_dt, kv_dt = _dtypes(weight_dtype, act_dtype, kv_dtype)
-
-    s, b = spec, batch
-    tokens = n_new * b
-    qkv_out = s.q_dim + 2 * s.kv_dim
-
-    # Attention span per layer group: full-attention layers and sliding-window layers differ.
+    lm_each = None if lm_head_tokens is None else _check_int(lm_head_tokens, "lm_head_tokens", 0)
+    s = spec
     groups = [(s.n_full_layers, None)]
     if s.sliding_window is not None:
         groups.append((s.n_sliding_layers, s.sliding_window))
-    span_sum = causal_sum = held_sum = 0  # summed over layers
-    for count, window in groups:
-        if attn_len is None:
-            # transformers' sliding cache keeps window - 1 past positions, then appends the new ones
-            held = n_cached if window is None else min(n_cached, window - 1)
-            span = held + n_new
-        else:
-            span = attn_len if window is None else max(min(attn_len, window), n_new)
-            held = span - n_new
-        span_sum += count * span
-        held_sum += count * held
-        causal_sum += count * _causal_positions(n_new, n_cached, window)
+    clean: list[tuple[int, int, int]] = []
+    tokens = n_rows = lm_rows = 0
+    pairs = causal_pairs = held_rows = 0  # summed over rows and layers
+    for row in rows:
+        n_new, n_cached, count = (*row, 1) if len(row) == 2 else row
+        _check_int(n_new, "n_new", 1)
+        _check_int(n_cached, "n_cached", 0)
+        _check_int(count, "count", 1)
+        lm_tokens = 1 if lm_each is None else lm_each
+        if lm_tokens > n_new:
+            raise ValueError(f"lm_head_tokens ({lm_tokens}) cannot exceed n_new ({n_new})")
+        if attn_len is not None and _check_int(attn_len, "attn_len", 1) < n_cached + n_new:
+            raise ValueError(f"attn_len ({attn_len}) is shorter than n_cached + n_new ({n_cached + n_new})")
+        clean.append((n_new, n_cached, count))
+        span_sum = causal_sum = held_sum = 0  # summed over layers, for one sequence of this row
+        for layers, window in groups:
+            if attn_len is None:
+                held = _held(n_cached, window)
+                span = held + n_new
+            else:
+                span = attn_len if window is None else max(min(attn_len, window), n_new)
+                held = span - n_new
+            span_sum += layers * span
+            held_sum += layers * held
+            causal_sum += layers * _causal_positions(n_new, n_cached, window)
+        tokens += n_new * count
+        n_rows += count
+        lm_rows += lm_tokens * count
+        pairs += n_new * span_sum * count
+        causal_pairs += causal_sum * count
+        held_rows += held_sum * count
+    qkv_out = s.q_dim + 2 * s.kv_dim
 
     # Two matmuls (scores, weighted sum) of h x d_h per (query, key) pair, 2 FLOPs per multiply-add.
     per_pair = 2 * 2 * s.n_heads * s.head_dim
     flops = {
         "attn_proj": 2 * tokens * s.attn_matrix_params,
-        "attn_scores": per_pair * n_new * b * span_sum,
+        "attn_scores": per_pair * pairs,
         "mlp": 2 * tokens * s.mlp_matrix_params,
-        "lm_head": 2 * lm_tokens * b * s.hidden * s.vocab,
+        "lm_head": 2 * lm_rows * s.hidden * s.vocab,
     }
     flops["total"] = sum(flops.values())
 
     # Weights: each matrix once per forward, whatever the batch; of an embedding table only the
     # rows looked up, unless the LM head (tied or not) reads a whole vocab x hidden matrix anyway.
-    runs_head = lm_tokens > 0
+    runs_head = lm_rows > 0
     matrix_elems = s.attn_matrix_params + s.mlp_matrix_params
     if runs_head:
         matrix_elems += s.vocab * s.hidden
     if not (s.tied_embeddings and runs_head):
         matrix_elems += min(tokens, s.vocab) * s.hidden
     if s.learned_pos_emb:
-        matrix_elems += min(n_new, s.max_positions) * s.hidden  # positions are shared by the batch
+        matrix_elems += _position_rows(clean, s.max_positions) * s.hidden
     # Biases and norm weights are small vectors a quantised checkpoint keeps in a float type.
     vector_elems = s.attn_bias_params + s.mlp_bias_params + s.params_norm
 
     # Activations: each linear's input read once (a fused group reads it once) and output written.
     per_token_layer = (s.hidden + qkv_out) + (s.q_dim + s.hidden)  # qkv projection, output projection
     per_token_layer += (s.hidden + s.mlp_in_matrices * s.mlp_width) + (s.mlp_width + s.hidden)
-    act_elems = tokens * s.n_layers * per_token_layer + lm_tokens * b * (s.hidden + s.vocab)
+    act_elems = tokens * s.n_layers * per_token_layer + lm_rows * (s.hidden + s.vocab)
 
     nbytes_ = {
         "weights": nbytes(matrix_elems, w_dt) + nbytes(vector_elems, a_dt),
-        "kv_read": nbytes(2 * s.kv_dim * held_sum * b, kv_dt),
+        "kv_read": nbytes(2 * s.kv_dim * held_rows, kv_dt),
         "kv_write": nbytes(2 * s.kv_dim * s.n_layers * tokens, kv_dt),
         "activations": nbytes(act_elems, a_dt),
     }
     nbytes_["total"] = sum(nbytes_.values())
-    return ForwardCost(n_new=n_new, n_cached=n_cached, batch=batch, flops=flops,
-                       flops_attn_causal=2 * 2 * s.n_heads * s.head_dim * b * causal_sum, bytes=nbytes_)
+    widest = max(clean, key=lambda r: (r[0], r[1]))
+    return ForwardCost(n_new=widest[0], n_cached=widest[1], batch=n_rows, flops=flops,
+                       flops_attn_causal=per_pair * causal_pairs, bytes=nbytes_)
 
 
 def _flat(cost: ForwardCost) -> list[int]:

@@ -17,7 +17,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from core.cost import FLOP_PARTS, estimate, forward_cost
+from core.cost import FLOP_PARTS, estimate, forward_cost, step_cost
 from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
 from core.hardware import HardwareSpec
 from core.predictor import PRESET_ASSUMPTIONS, Predictor, preset_predictor
@@ -121,6 +121,37 @@ def allreduce_s(spec: ModelSpec, hardware: HardwareSpec, tp: int, tokens: int, a
     message = nbytes(tokens * spec.hidden, act_dtype)
     one = 2 * (tp - 1) * link.latency_s + 2 * (tp - 1) / tp * message / link.bandwidth_bytes_per_s
     return 2 * spec.n_layers * one
+
+
+def step_time_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, rows, pred: Predictor | None = None) -> float:
+    """Predicted seconds of one serving iteration whose rows are (n_new, n_cached[, count]), on s.tp
+    devices: one device's share of the step's cost (core.cost.step_cost), priced by the predictor,
+    plus the all-reduces of every token in it.
+
+    The predictor's rule for a mixed step follows from the cost being one forward: the fixed
+    overhead is paid once, the weights are streamed once for every row, each row adds its own
+    FLOPs, cache traffic and activations, and the multi-token extra is paid once if any row feeds
+    more than one token (a prefill chunk among decodes still builds a causal mask).
+    """
+    s = s.resolved()
+    pred = pred or predictor(spec, hardware, s)
+    cost = step_cost(spec, rows, **_kwargs(s))
+    tokens = sum(r[0] * (r[2] if len(r) == 3 else 1) for r in rows)
+    act_dt = default_companion_dtype(s.weight_dtype)
+    return (pred.predict_s(per_device(cost.to_dict(), spec, s.tp), "decode")
+            + allreduce_s(spec, hardware, s.tp, tokens, act_dt))
+
+
+def kv_blocks_available(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, block_tokens: int = 16,
+                        utilization: float = 0.9) -> int:
+    """Paged KV blocks of `block_tokens` positions that fit in one copy of the model's devices: the
+    memory a serving engine claims (vLLM's default gpu_memory_utilization, 0.9) less the weights,
+    divided by one block's bytes on a device."""
+    s = s.resolved()
+    act_dt = default_companion_dtype(s.weight_dtype)
+    room = utilization * hardware.memory_bytes - weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp
+    block = nbytes(2 * spec.n_layers * spec.kv_dim * block_tokens, s.kv_dtype) * kv_share(spec, s.tp)
+    return max(0, int(room // block))
 
 
 def weight_memory_bytes(spec: ModelSpec, weight_dtype: str, vector_dtype: str) -> int:

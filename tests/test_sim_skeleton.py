@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.sim import metrics
-from core.sim.policy import POLICIES, Policy, Row, Running, State, get_policy, register
+from core.sim.policy import POLICIES, Policy, Row, Seq, State, get_policy, register
 from core.sim.workload import Request
 
 
@@ -24,16 +24,18 @@ def test_registry_finds_a_registered_policy_and_refuses_unknown_names(clean_regi
 
         def next_iteration(self, waiting, running, state):
             if running:
-                r = running[0]
-                return [Row(r.request.id, 1, r.request.prompt_tokens + r.generated)]
-            return [Row(waiting[0].id, waiting[0].prompt_tokens, 0)] if waiting else []
+                return [Row(running[0], 1)]
+            return [Row(waiting[0], waiting[0].target)] if waiting else []
 
     assert get_policy("test-fcfs-one") is FirstComeOneAtATime
     policy = get_policy("test-fcfs-one")()
     req = Request(id=0, arrival_s=0.0, prompt_tokens=5, output_tokens=3)
-    state = State(now_s=0.0, kv_capacity_tokens=1024)
-    assert policy.next_iteration([req], [], state) == [Row(0, 5, 0)]
-    assert policy.next_iteration([], [Running(req, prefilled=5, generated=1)], state) == [Row(0, 1, 6)]
+    state = State(now_s=0.0, free_blocks=64)
+    fresh = Seq(req, 0.0, 5)
+    assert policy.next_iteration([fresh], [], state) == [Row(fresh, 5)]
+    started = Seq(req, 0.0, 5, prefilled=5, generated=1)
+    assert started.decoding and not fresh.decoding
+    assert policy.next_iteration([], [started], state) == [Row(started, 1)]
     with pytest.raises(ValueError, match="test-fcfs-one") as info:
         get_policy("no-such-policy")
     assert "unknown policy 'no-such-policy'" in str(info.value)

@@ -1,9 +1,20 @@
-"""What arrives at the simulated server: requests with an arrival time and their token counts."""
+"""What arrives at the simulated server: requests with an arrival time and their token counts.
+
+Requests come from a preset workload (assets/sim/workloads.json) at a chosen rate, or from an
+uploaded arrival file replayed as it is.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -30,3 +41,175 @@ class Request:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"request {self.id}: {field_name} must be a positive integer, got {value!r}")
+
+
+# --- workloads: presets as data, arrivals, lengths ------------------------------------------
+
+WORKLOADS_FILE = Path(__file__).resolve().parents[2] / "assets" / "sim" / "workloads.json"
+ARRIVALS = ("poisson", "bursty")
+BURSTY_SHAPE = 0.25  # gamma shape of bursty inter-arrival gaps: coefficient of variation 2, as vLLM's --burstiness
+MAX_REQUESTS = 20_000
+MAX_UPLOAD_BYTES = 2_000_000
+MAX_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A log-normal token count with a median and a spread (sigma of the log), clipped to [low, high]."""
+
+    median: float
+    sigma: float
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.low <= self.high <= MAX_TOKENS):
+            raise ValueError(f"length bounds must satisfy 1 <= min <= max <= {MAX_TOKENS:,}, got {self.low}..{self.high}")
+        if not (math.isfinite(self.median) and self.median >= 1):
+            raise ValueError(f"a median length must be at least 1 token, got {self.median!r}")
+        if not (math.isfinite(self.sigma) and 0 <= self.sigma <= 3):
+            raise ValueError(f"a length spread must be between 0 and 3, got {self.sigma!r}")
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        values = self.median * np.exp(self.sigma * rng.standard_normal(n))
+        return np.clip(np.rint(values), self.low, self.high).astype(int)
+
+
+@dataclass(frozen=True)
+class Component:
+    share: float
+    prompt: Lengths
+    output: Lengths
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named request mix and its default arrival rate (near saturation for the default deployment)."""
+
+    name: str
+    label: str
+    rate_per_s: float
+    components: tuple[Component, ...]
+
+    def scaled(self, prompt_scale: float = 1.0, output_scale: float = 1.0) -> Workload:
+        """The same mix with every prompt (or output) median multiplied: the custom-length knob."""
+        def scale(length: Lengths, k: float) -> Lengths:
+            high = min(MAX_TOKENS, max(length.low, round(length.high * k)))
+            return Lengths(length.median * k, length.sigma, min(length.low, high), high)
+        return Workload(self.name, self.label, self.rate_per_s,
+                        tuple(Component(c.share, scale(c.prompt, prompt_scale), scale(c.output, output_scale))
+                              for c in self.components))
+
+
+def _lengths(d: dict[str, Any]) -> Lengths:
+    return Lengths(float(d["median"]), float(d["sigma"]), int(d["min"]), int(d["max"]))
+
+
+def load_workloads() -> dict[str, Workload]:
+    """Every preset workload in assets/sim/workloads.json, by name."""
+    raw = json.loads(WORKLOADS_FILE.read_text())
+    out = {}
+    for name, d in raw.items():
+        if name.startswith("_"):
+            continue
+        comps = tuple(Component(float(c["share"]), _lengths(c["prompt"]), _lengths(c["output"])) for c in d["mix"])
+        out[name] = Workload(name, d["label"], float(d["rate_per_s"]), comps)
+    return out
+
+
+def get_workload(name: str) -> Workload:
+    workloads = load_workloads()
+    if name not in workloads:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(sorted(workloads))}")
+    return workloads[name]
+
+
+def generate(workload: Workload, n: int, rate_per_s: float, seed: int = 0, arrival: str = "poisson",
+             max_context: int | None = None) -> list[Request]:
+    """`n` requests of `workload` arriving at `rate_per_s` on average, reproducible from `seed`.
+
+    Poisson: exponential gaps. Bursty: gamma gaps of the same mean and shape 0.25, so requests come
+    in clumps with quiet spells between. `max_context` clips prompt + output to a model's window.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REQUESTS:
+        raise ValueError(f"number of requests must be a whole number from 1 to {MAX_REQUESTS:,}, got {n!r}")
+    if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and 0 < rate_per_s <= 1e5):
+        raise ValueError(f"arrival rate must be a positive number of requests per second, got {rate_per_s!r}")
+    if arrival not in ARRIVALS:
+        raise ValueError(f"unknown arrival pattern {arrival!r}; known: {', '.join(ARRIVALS)}")
+    rng = np.random.default_rng(seed)
+    mean_gap = 1.0 / rate_per_s
+    gaps = (rng.exponential(mean_gap, n) if arrival == "poisson"
+            else rng.gamma(BURSTY_SHAPE, mean_gap / BURSTY_SHAPE, n))
+    times = np.cumsum(gaps) - gaps[0]  # the first request arrives at t = 0
+    shares = np.array([c.share for c in workload.components], dtype=float)
+    which = rng.choice(len(shares), size=n, p=shares / shares.sum())
+    prompts, outputs = np.empty(n, dtype=int), np.empty(n, dtype=int)
+    for k, comp in enumerate(workload.components):
+        mask = which == k
+        prompts[mask] = comp.prompt.draw(rng, int(mask.sum()))
+        outputs[mask] = comp.output.draw(rng, int(mask.sum()))
+    if max_context is not None:
+        prompts = np.minimum(prompts, max_context - 1)
+        outputs = np.maximum(1, np.minimum(outputs, max_context + 1 - prompts))
+    return [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
+
+
+def read_arrivals(data: bytes, filename: str = "arrivals.jsonl") -> list[Request]:
+    """Requests from an uploaded arrival file: JSONL (one object per line with arrival_s,
+    prompt_tokens, output_tokens) or CSV with those columns. Untrusted: capped in size and count,
+    and every malformed line is refused with its line number. Returned sorted by arrival."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ValueError(f"the arrival file is {len(data):,} bytes; the limit is {MAX_UPLOAD_BYTES:,}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError("the arrival file is not UTF-8 text (expected JSONL or CSV)") from None
+    fields = ("arrival_s", "prompt_tokens", "output_tokens")
+    records: list[tuple[int, dict[str, Any]]] = []
+    if filename.lower().endswith(".csv"):
+        reader = csv.DictReader(io.StringIO(text))
+        missing = [f for f in fields if f not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"the CSV needs the columns {', '.join(fields)}; missing: {', '.join(missing)}")
+        try:
+            records = [(i + 2, row) for i, row in enumerate(reader)]
+        except csv.Error as exc:
+            raise ValueError(f"the CSV could not be read: {exc}") from None
+    else:
+        for i, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {i} is not JSON ({exc.msg}); expected one object per line") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"line {i} is not a JSON object")
+            records.append((i, obj))
+    if not records:
+        raise ValueError("the arrival file holds no requests")
+    if len(records) > MAX_REQUESTS:
+        raise ValueError(f"the arrival file holds {len(records):,} requests; the limit is {MAX_REQUESTS:,}")
+    out = []
+    for k, (line, rec) in enumerate(records):
+        try:
+            arrival = float(rec["arrival_s"])
+            prompt, output = _whole(rec["prompt_tokens"]), _whole(rec["output_tokens"])
+            if prompt > MAX_TOKENS or output > MAX_TOKENS:
+                raise ValueError(f"token counts above {MAX_TOKENS:,}")
+            out.append(Request(k, arrival, prompt, output))
+        except KeyError as exc:
+            raise ValueError(f"line {line}: missing {exc.args[0]!r} (each request needs {', '.join(fields)})") from None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"line {line}: {exc}") from None
+    out.sort(key=lambda r: (r.arrival_s, r.id))
+    return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens) for i, r in enumerate(out)]
+
+
+def _whole(value: Any) -> int:
+    """A token count from JSON or CSV text: a whole number (2 and "2" and 2.0 are fine, 2.5 is not)."""
+    number = float(value)
+    if not math.isfinite(number) or number != int(number):
+        raise ValueError(f"token counts must be whole numbers, got {value!r}")
+    return int(number)

@@ -1,0 +1,159 @@
+"""The event loop of one simulated server: admit, ask the policy, price, advance the clock, emit tokens.
+
+Time only moves by iterations (each priced by core.sim.steptime.StepTime from exactly the rows it
+holds) or by jumping to the next arrival when the server is idle. KV memory is paged: a request
+holds ceil(positions / 16) blocks; a request waits while its prompt's blocks are not free, and
+when a running decode needs a new block and none is left, the most recently admitted request is
+preempted (its blocks freed, its cache to be recomputed later), as vLLM does by default.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from core.sim.policy import Policy, Seq, State
+from core.sim.steptime import StepTime
+
+
+@dataclass
+class ServerLog:
+    """What one server did: every iteration (start, seconds, prefill tokens, decode tokens, rows,
+    padded tokens) and the KV blocks in use after it."""
+
+    iterations: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
+    kv_used: list[tuple[float, int]] = field(default_factory=list)
+    kv_blocks: int = 0
+    preemptions: int = 0
+    rejected: list[int] = field(default_factory=list)  # request ids too large for this server's KV memory
+
+
+def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
+               hand_off: bool = False) -> ServerLog:
+    """Serve `arrivals` (sorted by available_s) to completion, filling in each Seq's token times.
+
+    `state` gives the limits (block size, batch, budgets); its clock and free blocks are the loop's.
+    `hand_off`: a disaggregated prefill server; a request leaves as soon as its first token is out.
+    """
+    log = ServerLog(kv_blocks=kv_blocks)
+    block = state.block_tokens
+    waiting: deque[Seq] = deque()
+    running: list[Seq] = []
+    free = kv_blocks
+    now = 0.0
+    nxt, n = 0, len(arrivals)
+    layers, flat = step.n_layers, step.sliding is None
+
+    def preempt_last() -> None:
+        nonlocal free
+        victim = running.pop()
+        free += victim.blocks
+        victim.blocks = victim.prefilled = 0
+        victim.target = victim.request.prompt_tokens + victim.generated
+        victim.preemptions += 1
+        log.preemptions += 1
+        waiting.appendleft(victim)
+
+    while nxt < n or waiting or running:
+        while nxt < n and arrivals[nxt].available_s <= now:
+            s = arrivals[nxt]
+            nxt += 1
+            final = s.request.prompt_tokens + s.request.output_tokens - 1
+            if -(-final // block) > kv_blocks:
+                log.rejected.append(s.request.id)  # could never hold its own cache, even alone
+                continue
+            waiting.append(s)
+        # requests that arrive with their cache (a disaggregated hand-off) are admitted here
+        while waiting and waiting[0].decoding and waiting[0].blocks == 0 and len(running) < state.max_batch:
+            if -(-(waiting[0].prefilled + 1) // block) > free:  # its cache, and room for the next token
+                break
+            s = waiting.popleft()
+            s.blocks = -(-s.prefilled // block)
+            free -= s.blocks
+            running.append(s)
+        if not waiting and not running:
+            if nxt < n:
+                now = max(now, arrivals[nxt].available_s)
+            continue
+        # reserve a block for every decode whose next token starts one; preempt while short
+        while True:
+            need = sum(1 for s in running if s.prefilled >= s.target and s.prefilled >= s.blocks * block)
+            if need <= free or not running:
+                break
+            preempt_last()
+        state.now_s, state.free_blocks = now, free - need
+        rows = policy.next_iteration(waiting, running, state)
+        if not rows:
+            if running and _stuck(running):
+                preempt_last()  # part-way prefills hold every block: free the newest for the others
+            elif nxt < n:
+                now = max(now, arrivals[nxt].available_s)
+            elif running:
+                preempt_last()
+            else:
+                raise RuntimeError(f"policy {policy.name} scheduled nothing with {len(waiting)} requests "
+                                   "waiting and none running")
+            continue
+        tokens = held = pairs = prefill_tokens = decode_tokens = padded = 0
+        multi = False
+        admitted = set()
+        for seq, n_new, pad in rows:
+            priced = n_new + pad
+            h = seq.prefilled * layers if flat else step.held(seq.prefilled)
+            tokens += priced
+            held += h
+            pairs += priced * (h + layers * priced)
+            multi = multi or priced > 1
+            padded += pad
+            if n_new == 0:
+                continue
+            if seq.prefilled >= seq.target:
+                decode_tokens += n_new
+            else:
+                prefill_tokens += n_new
+            if seq.blocks == 0 and seq.prefilled == 0:
+                admitted.add(id(seq))
+            want = -(-(seq.prefilled + n_new) // block)
+            free -= want - seq.blocks
+            seq.blocks = want
+        positions = 0
+        if step.learned_positions:
+            from core.cost import _position_rows
+            positions = _position_rows([(r.n_new + r.pad, r.seq.prefilled, 1) for r in rows], step.learned_positions)
+        dt = step.seconds(len(rows), tokens, held, pairs, multi, positions)
+        if admitted:
+            skipped = []
+            found = 0
+            while found < len(admitted):
+                s = waiting.popleft()
+                if id(s) in admitted:
+                    running.append(s)
+                    found += 1
+                else:
+                    skipped.append(s)
+            waiting.extendleft(reversed(skipped))
+        log.iterations.append((now, dt, prefill_tokens, decode_tokens, len(rows), padded))
+        now += dt
+        done = False
+        for seq, n_new, _ in rows:
+            if n_new == 0:
+                continue
+            seq.prefilled += n_new
+            if seq.prefilled >= seq.target:
+                seq.generated += 1
+                seq.token_s.append(now)
+                if seq.generated >= seq.request.output_tokens or (hand_off and seq.generated == 1):
+                    free += seq.blocks
+                    seq.blocks = -1  # gone from this server
+                    done = True
+        if done:
+            running = [s for s in running if s.blocks != -1]
+        if free < 0:
+            raise AssertionError(f"KV blocks overcommitted ({free}) by policy {policy.name}")
+        log.kv_used.append((now, kv_blocks - free))
+    return log
+
+
+def _stuck(running: list[Seq]) -> bool:
+    """Every running request is part-way through a prefill that cannot get blocks."""
+    return all(not s.decoding for s in running)

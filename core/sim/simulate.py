@@ -1,0 +1,208 @@
+"""One simulation from its settings: workload, deployment, policy in; per-request times and metrics out.
+
+The deployment is `instances` copies of the model, each on `tp` devices. The colocated policies
+run every copy as an independent server and deal arriving requests to them in turn; the
+disaggregated policy makes some copies prefill servers and the rest decode servers, and moves
+each request's KV cache from one to the other over the devices' link. Both therefore use the same
+number of devices, so their numbers compare.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.cost import kv_bytes_per_token
+from core.hardware import HardwareSpec, load_hardware
+from core.sim import metrics
+from core.sim import policies as _policies  # noqa: F401  (registers the five policies)
+from core.sim.engine import ServerLog, run_server
+from core.sim.policy import POLICIES, Seq, State, get_policy
+from core.sim.steptime import StepTime
+from core.sim.workload import Request, generate, get_workload
+from core.spec import ModelSpec, load_model_preset
+from core.whatif import Scenario, check, kv_blocks_available, kv_share
+
+DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-3.1-8b", "h100-sxm"
+BLOCK_TOKENS = 16
+MAX_INSTANCES = 16
+MAX_KV_BLOCKS = 10_000_000
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Every setting of one simulation, with the command line's defaults.
+
+    rate_per_s None takes the workload's own (near saturation for the default deployment);
+    kv_blocks None takes what each copy's memory holds after its weights (vLLM's 0.9 of it);
+    prefill_instances None gives half the copies to prefill under `disaggregated`.
+    """
+
+    policy: str = "chunked"
+    workload: str = "mix"
+    requests: int = 1000
+    rate_per_s: float | None = None
+    arrival: str = "poisson"
+    seed: int = 0
+    model: str = DEFAULT_MODEL
+    hardware: str = DEFAULT_HARDWARE
+    dtype: str = "bf16"
+    tp: int = 1
+    instances: int = 2
+    prefill_instances: int | None = None
+    budget: int = 512
+    kv_blocks: int | None = None
+    max_batch: int = 256
+    max_prefill_tokens: int = 8192
+    prompt_scale: float = 1.0
+    output_scale: float = 1.0
+    ttft_target_s: float = 1.0
+    tpot_target_s: float = 0.05
+
+    def checked(self) -> SimConfig:
+        """ValueError, in words, for settings no server could run."""
+        get_policy(self.policy)
+        for name, value, low, high in (("instances", self.instances, 1, MAX_INSTANCES),
+                                       ("token budget", self.budget, 16, 1 << 20),
+                                       ("batch limit", self.max_batch, 1, 4096),
+                                       ("prefill token limit", self.max_prefill_tokens, 16, 1 << 22),
+                                       ("seed", self.seed, 0, 2**32 - 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
+        if self.kv_blocks is not None and (isinstance(self.kv_blocks, bool) or not isinstance(self.kv_blocks, int)
+                                           or not 1 <= self.kv_blocks <= MAX_KV_BLOCKS):
+            raise ValueError(f"KV blocks must be a whole number from 1 to {MAX_KV_BLOCKS:,}, got {self.kv_blocks!r}")
+        for name, value in (("TTFT target", self.ttft_target_s), ("TPOT target", self.tpot_target_s),
+                            ("prompt scale", self.prompt_scale), ("output scale", self.output_scale)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1e6:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if self.policy == "disaggregated":
+            p = self.prefill_count()
+            if self.instances < 2 or not 1 <= p < self.instances:
+                raise ValueError("disaggregated serving needs at least two model copies, at least one for prefill "
+                                 f"and one for decode (instances {self.instances}, prefill {p})")
+        return self
+
+    def prefill_count(self) -> int:
+        return self.prefill_instances if self.prefill_instances is not None else max(1, self.instances // 2)
+
+
+@dataclass
+class SimResult:
+    """A finished simulation: its settings, every request's times, every server's log, the metrics."""
+
+    config: SimConfig
+    requests: list[Request]
+    token_s: list[list[float]]  # per request id: when each output token came out
+    server_of: list[int]  # per request id: the server that produced its tokens (the decode one if split)
+    preemptions_of: list[int]
+    servers: list[tuple[str, ServerLog]]  # (role, log): "both", "prefill" or "decode"
+    transfers: list[tuple[int, float, float]] = field(default_factory=list)  # (request id, start, end) of KV moves
+    kv_blocks_per_server: int = 0
+    sim_wall_s: float = 0.0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def per_request(self) -> list[dict[str, Any]]:
+        """One record per request: arrival, lengths, first-token time, token times, TTFT/TPOT/E2E."""
+        out = []
+        for r, t, srv, pre in zip(self.requests, self.token_s, self.server_of, self.preemptions_of, strict=True):
+            out.append({"id": r.id, "arrival_s": r.arrival_s, "prompt_tokens": r.prompt_tokens,
+                        "output_tokens": r.output_tokens, "server": srv, "preemptions": pre,
+                        "first_token_s": t[0] if t else None, **metrics.per_request(r.arrival_s, t),
+                        "token_s": list(t)})
+        return out
+
+    def to_dict(self, per_request: bool = False) -> dict[str, Any]:
+        out = {"kind": "simulated", "settings": asdict(self.config), **self.metrics,
+               "preemptions": sum(log.preemptions for _, log in self.servers),
+               "rejected": sum(len(log.rejected) for _, log in self.servers),
+               "kv_blocks_per_server": self.kv_blocks_per_server,
+               "servers": [role for role, _ in self.servers], "sim_wall_s": self.sim_wall_s}
+        if per_request:
+            out["per_request"] = self.per_request()
+        return out
+
+
+def deployment(config: SimConfig) -> tuple[ModelSpec, HardwareSpec, Scenario]:
+    spec, hardware = load_model_preset(config.model), load_hardware(config.hardware)
+    scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=config.dtype, tp=config.tp).resolved()
+    check(spec, scenario)
+    return spec, hardware, scenario
+
+
+def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
+    """The workload's requests for this config: same seed, same arrivals, whatever the policy."""
+    work = get_workload(config.workload).scaled(config.prompt_scale, config.output_scale)
+    rate = config.rate_per_s if config.rate_per_s is not None else work.rate_per_s
+    return generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions)
+
+
+def simulate(config: SimConfig, requests: list[Request] | None = None, step: StepTime | None = None) -> SimResult:
+    """Run `config` on `requests` (default: its workload's). `step` may be passed to reuse the
+    coefficients of an earlier run of the same deployment."""
+    config = config.checked()
+    spec, hardware, scenario = deployment(config)
+    if requests is None:
+        requests = requests_for(config, spec)
+    too_long = [r.id for r in requests if r.prompt_tokens + r.output_tokens - 1 > spec.max_positions]
+    if too_long:
+        raise ValueError(f"{len(too_long)} request(s) exceed {spec.name}'s context window of "
+                         f"{spec.max_positions:,} tokens (first: request {too_long[0]})")
+    step = step or StepTime.fit(spec, hardware, scenario)
+    blocks = config.kv_blocks if config.kv_blocks is not None else kv_blocks_available(spec, hardware, scenario,
+                                                                                        BLOCK_TOKENS)
+    if blocks < 1:
+        raise ValueError(f"{spec.name} in {config.dtype} does not fit in {config.tp} x {hardware.label}: no memory "
+                         "is left for the KV cache; add devices (tensor parallelism) or pick a smaller dtype")
+    state = State(now_s=0.0, free_blocks=blocks, block_tokens=BLOCK_TOKENS, max_batch=config.max_batch,
+                  max_prefill_tokens=config.max_prefill_tokens, budget=config.budget)
+    cls = POLICIES[config.policy]
+    n = len(requests)
+    token_s: list[list[float]] = [[] for _ in range(n)]
+    server_of, preempt_of = [0] * n, [0] * n
+    servers: list[tuple[str, ServerLog]] = []
+    transfers: list[tuple[int, float, float]] = []
+    index = {r.id: k for k, r in enumerate(requests)}
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    started = time.perf_counter()
+    if config.policy != "disaggregated":
+        for k in range(config.instances):
+            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::config.instances]]
+            servers.append(("both", run_server(seqs, cls(), step, blocks, state)))
+            for s in seqs:
+                i = index[s.request.id]
+                token_s[i], server_of[i], preempt_of[i] = s.token_s, k, s.preemptions
+    else:
+        n_pre = config.prefill_count()
+        link = hardware.interconnect
+        per_token = kv_bytes_per_token(spec, scenario.kv_dtype) * kv_share(spec, config.tp)
+        handoffs = []
+        for k in range(n_pre):
+            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]]
+            servers.append(("prefill", run_server(seqs, cls("prefill"), step, blocks, state, hand_off=True)))
+            link_free = 0.0
+            for s in sorted(seqs, key=lambda s: s.token_s[0] if s.token_s else float("inf")):
+                i = index[s.request.id]
+                token_s[i], server_of[i], preempt_of[i] = s.token_s, k, s.preemptions
+                if s.request.output_tokens > 1 and s.token_s:
+                    begin = max(s.token_s[0], link_free)
+                    end = begin + (link.latency_s + s.request.prompt_tokens * per_token / link.bandwidth_bytes_per_s
+                                   if link else 0.0)
+                    link_free = end
+                    transfers.append((s.request.id, begin, end))
+                    handoffs.append((end, s))
+        handoffs.sort(key=lambda h: (h[0], h[1].request.id))
+        n_dec = config.instances - n_pre
+        for k in range(n_dec):
+            seqs = [Seq(s.request, end, s.request.prompt_tokens, prefilled=s.request.prompt_tokens, generated=1,
+                        preemptions=s.preemptions, token_s=list(s.token_s)) for end, s in handoffs[k::n_dec]]
+            servers.append(("decode", run_server(seqs, cls("decode"), step, blocks, state)))
+            for s in seqs:
+                i = index[s.request.id]
+                token_s[i], server_of[i], preempt_of[i] = s.token_s, n_pre + k, s.preemptions
+    wall = time.perf_counter() - started
+    result = SimResult(config, list(requests), token_s, server_of, preempt_of, servers, transfers, blocks, wall)
+    result.metrics = metrics.summary([r.arrival_s for r in requests], token_s, config.ttft_target_s,
+                                     config.tpot_target_s)
+    return result

@@ -1,0 +1,112 @@
+"""The time of one simulated iteration, as a handful of coefficients taken from the one cost function.
+
+A simulation prices tens of thousands of iterations, each of up to hundreds of rows; calling
+core.whatif.step_time_s (the cost function plus the predictor) for each would take about 20 µs a
+call plus a Python loop over the rows. But that time is linear in a few sums over the rows:
+
+    time = base + per_row * rows + per_token * tokens + per_embedding_row * min(tokens, vocab)
+           + per_held * held + per_pair * pairs + multi_token * [any row feeds > 1 token]
+           (+ per_position * distinct positions, for models with a learned position table)
+
+where `held` is the cached positions the rows read (summed over layers) and `pairs` the (query,
+key) pairs of attention. `StepTime.fit` reads the coefficients off step_time_s at a dozen
+designed row sets and refuses to return unless they reproduce it exactly at every one of them,
+so the simulator keeps one cost model: this is its derivative, not a second copy of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.cost import _position_rows, held_positions
+from core.hardware import HardwareSpec
+from core.spec import ModelSpec
+
+FEATURES = ("base", "per_row", "per_token", "per_embedding_row", "per_held", "per_pair", "multi_token",
+            "per_position")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds of one iteration from its row sums. Build it with `fit` (from the cost model) or, in a
+    hand-worked test, directly with round numbers."""
+
+    base: float = 0.0
+    per_row: float = 0.0
+    per_token: float = 0.0
+    per_embedding_row: float = 0.0
+    per_held: float = 0.0
+    per_pair: float = 0.0
+    multi_token: float = 0.0
+    per_position: float = 0.0
+    vocab: int = 1 << 62
+    n_layers: int = 1
+    learned_positions: int = 0  # max positions of a learned table; 0 when the model has none
+    sliding: tuple[int, int, int] | None = None  # (full layers, window layers, window) when windowed
+
+    def held(self, n_cached: int) -> int:
+        """Cached positions a row reads, summed over layers."""
+        if self.sliding is None:
+            return self.n_layers * n_cached
+        full, windowed, window = self.sliding
+        return full * n_cached + windowed * min(n_cached, window - 1)
+
+    def seconds(self, rows: int, tokens: int, held: int, pairs: int, multi: bool, positions: int = 0) -> float:
+        """The iteration's time from its sums (see the module docstring)."""
+        return (self.base + self.per_row * rows + self.per_token * tokens
+                + self.per_embedding_row * min(tokens, self.vocab) + self.per_held * held
+                + self.per_pair * pairs + (self.multi_token if multi else 0.0) + self.per_position * positions)
+
+    def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
+        """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
+        tokens = held = pairs = 0
+        multi = False
+        for n_new, n_cached in rows:
+            h = self.held(n_cached)
+            tokens += n_new
+            held += h
+            pairs += n_new * (h + self.n_layers * n_new)
+            multi = multi or n_new > 1
+        positions = (_position_rows([(n, c, 1) for n, c in rows], self.learned_positions)
+                     if self.learned_positions else 0)
+        return self.seconds(len(rows), tokens, held, pairs, multi, positions)
+
+    @classmethod
+    def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario) -> StepTime:
+        """Coefficients read off core.whatif.step_time_s for this model, machine and setting
+        (scenario: a core.whatif.Scenario; its batch and lengths are ignored)."""
+        from core.whatif import predictor, step_time_s
+
+        pred = predictor(spec, hardware, scenario)
+        v = spec.vocab
+        designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)],
+                   [(5, 5), (5, 5), (1, 300)], [(1, 2000), (4, 0)], [(v + 10, 0)], [(v + 100, 3), (1, 7)],
+                   [(1, 9000), (1, 40), (1, 3)], [(64, 4000)], [(300, 0), (1, 5000), (1, 1)]]
+        template = cls(vocab=v, n_layers=spec.n_layers,
+                       learned_positions=spec.max_positions if spec.learned_pos_emb else 0,
+                       sliding=None if spec.sliding_window is None else
+                       (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window))
+        x, y = [], []
+        for rows in designs:
+            tokens = sum(n for n, _ in rows)
+            held = sum(held_positions(spec, c) for _, c in rows)
+            pairs = sum(n * (held_positions(spec, c) + spec.n_layers * n) for n, c in rows)
+            positions = (_position_rows([(n, c, 1) for n, c in rows], spec.max_positions)
+                         if spec.learned_pos_emb else 0)
+            x.append([1.0, len(rows), tokens, min(tokens, v), held, pairs, float(any(n > 1 for n, _ in rows)),
+                      positions])
+            y.append(step_time_s(spec, hardware, scenario, rows, pred))
+        xa, ya = np.array(x, dtype=float), np.array(y, dtype=float)
+        scale = np.abs(xa).max(axis=0)
+        scale[scale == 0] = 1.0
+        coef = np.linalg.lstsq(xa / scale, ya, rcond=None)[0] / scale
+        fitted = cls(**{**template.__dict__, **dict(zip(FEATURES, (float(c) for c in coef), strict=True))})
+        for rows, want in zip(designs, y, strict=True):
+            got = fitted.of_rows(rows)
+            if abs(got - want) > 1e-6 * want:
+                raise ArithmeticError(f"step time is not linear in the row sums for {spec.name}: "
+                                      f"{got} vs {want} s at {rows[:3]}")
+        return fitted
