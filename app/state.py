@@ -76,6 +76,18 @@ WI_UPLOAD_SEEN = "wi_upload_seen"  # file id of the upload already read
 WI_UPLOAD_MESSAGE = "wi_upload_message"
 WI_LINK_APPLIED = "wi_link_applied"
 WI_LINK_NOTICES = "wi_link_notices"
+# serving simulator page: one widget key per setting (keys of app.services.serving_link), then its runs
+SV_PREFIX = "sv_"  # + a serving_link key, e.g. "sv_rate"
+SV_JOB = "sv_job"  # the SimJob of the settings on screen (or being simulated)
+SV_SEEN = "sv_seen_job"  # id of the last finished job a full rerun was made for
+SV_UPLOAD = "sv_arrivals_upload"
+SV_UPLOADED = "sv_arrivals"  # (file name, list of Request) of the last good arrival file
+SV_UPLOAD_SEEN = "sv_upload_seen"
+SV_UPLOAD_MESSAGE = "sv_upload_message"
+SV_USE_UPLOAD = "sv_use_upload"
+SV_WINDOW = "sv_window_start"
+SV_LINK_APPLIED = "sv_link_applied"
+SV_LINK_NOTICES = "sv_link_notices"
 
 
 def get(key: str, default: Any = None) -> Any:

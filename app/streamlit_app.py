@@ -16,13 +16,14 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.views import live, whatif  # noqa: E402
+from app.views import live, serving, whatif  # noqa: E402
 
 st.set_page_config(page_title=live.TITLE, page_icon="⚡", layout="wide")
 
 PAGES = [
     st.Page(live.render, title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),
     st.Page(whatif.render, title="What if: any model, any GPU", icon=":material/tune:", url_path="whatif"),
+    st.Page(serving.render, title="Serving: scheduling simulated", icon=":material/dns:", url_path="serving"),
 ]
 
 st.navigation(PAGES, position="top").run()

@@ -1,0 +1,77 @@
+"""The serving simulator's runs, as one queued job: two policies on the same arrivals, then a rate sweep.
+
+Simulations are CPU work, so they wait in the same queue as the live page's model runs
+(app.services.jobs) and never share the CPU with a reader's generation. One job holds everything
+one set of page settings shows; the page keeps the finished job per settings key, so a rerun or
+an unrelated click redraws without simulating again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from app.services.jobs import Job, RunQueue
+from core.sim.simulate import SimConfig, SimResult, deployment, requests_for, simulate
+from core.sim.steptime import StepTime
+from core.sim.workload import Request, get_workload
+
+SWEEP_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+SWEEP_REQUESTS = 400
+
+
+def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
+    """The two policies' configs from the page's settings (app.services.serving_link keys)."""
+    base = SimConfig(policy=settings["a"], workload=settings["work"], requests=int(settings["n"]),
+                     rate_per_s=float(settings["rate"]) or None, arrival=settings["arrival"],
+                     seed=int(settings["seed"]), model=settings["model"], hardware=settings["hw"],
+                     dtype=settings["dtype"], tp=int(settings["tp"]), instances=int(settings["inst"]),
+                     budget=int(settings["budget"]), kv_blocks=int(settings["kv"]) or None,
+                     prompt_scale=float(settings["pscale"]), ttft_target_s=float(settings["ttft"]),
+                     tpot_target_s=float(settings["tpot"]))
+    return base, replace(base, policy=settings["b"])
+
+
+def offered_rate(config: SimConfig) -> float:
+    return config.rate_per_s if config.rate_per_s is not None else get_workload(config.workload).rate_per_s
+
+
+class SimJob(Job):
+    """Simulate policies A and B on the same requests, then both across arrival rates."""
+
+    kind = "sim"
+
+    def __init__(self, queue: RunQueue, settings: dict[str, Any], uploaded: list[Request] | None = None) -> None:
+        super().__init__(queue)
+        self.settings = dict(settings)
+        self.uploaded = uploaded
+        self.results: list[SimResult] = []
+        self.sweep: dict[str, list[dict[str, Any]]] = {}
+        self.sweep_requests = SWEEP_REQUESTS
+
+    def work(self) -> None:
+        a, b = (c.checked() for c in configs(self.settings))
+        spec, hardware, scenario = deployment(a)
+        step = StepTime.fit(spec, hardware, scenario)
+        requests = self.uploaded if self.uploaded is not None else requests_for(a, spec)
+        self.progress = f"simulating {a.policy} on {len(requests):,} requests"
+        self.results = [simulate(a, requests, step)]
+        if self.should_stop():
+            return
+        self.progress = f"simulating {b.policy} on the same requests"
+        self.results.append(simulate(b, requests, step))
+        if self.uploaded is not None:
+            return  # a replayed file has its own arrival times: no rate to sweep
+        rate = offered_rate(a)
+        for config in (a, b):
+            points = []
+            for factor in SWEEP_FACTORS:
+                if self.should_stop():
+                    return
+                self.progress = f"sweeping the arrival rate: {config.policy} at {rate * factor:.3g}/s"
+                run = simulate(replace(config, rate_per_s=rate * factor, requests=SWEEP_REQUESTS), step=step)
+                m = run.metrics
+                points.append({"rate_per_s": rate * factor, "throughput_tok_s": m["throughput_tok_s"],
+                               "tpot_p99_s": m["tpot_p99_s"], "ttft_p99_s": m["ttft_p99_s"],
+                               "goodput_req_s": m["goodput_req_s"]})
+            self.sweep[config.policy] = points

@@ -1,0 +1,87 @@
+"""The serving simulator page's settings in its link: parsed as untrusted input, written back minus defaults.
+
+Presets and policies travel by name only; numbers within the page's limits. Anything else falls
+back to its default with a notice, so an old or mistyped link still opens the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from core.hardware import HOST
+from core.hardware import list_presets as hardware_presets
+from core.sim.policy import POLICIES
+from core.sim.simulate import DEFAULT_HARDWARE, DEFAULT_MODEL, MAX_INSTANCES
+from core.sim.workload import ARRIVALS, load_workloads
+from core.spec import list_model_presets
+
+MAX_PAGE_REQUESTS = 5000
+DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
+DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dtype": "bf16", "tp": 1, "inst": 2,
+                            "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
+                            "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
+                            "seed": 0}
+
+
+def policy_choices() -> list[str]:
+    from core.sim import policies  # noqa: F401  (registers them)
+
+    return list(POLICIES)
+
+
+def _int(text: str, low: int, high: int) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def _float(text: str, low: float, high: float) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
+    """Settings from query parameters (each a list of strings), and a notice per unusable one."""
+    out, notices = dict(DEFAULTS), []
+    gpus = [h for h in hardware_presets() if h != HOST]
+    checks = {
+        "model": lambda t: t if t in list_model_presets() else None,
+        "hw": lambda t: t if t in gpus else None,
+        "dtype": lambda t: t if t in DTYPES else None,
+        "tp": lambda t: _int(t, 1, 64),
+        "inst": lambda t: _int(t, 1, MAX_INSTANCES),
+        "work": lambda t: t if t in load_workloads() else None,
+        "arrival": lambda t: t if t in ARRIVALS else None,
+        "rate": lambda t: _float(t, 0.0, 10_000.0),
+        "n": lambda t: _int(t, 10, MAX_PAGE_REQUESTS),
+        "a": lambda t: t if t in policy_choices() else None,
+        "b": lambda t: t if t in policy_choices() else None,
+        "budget": lambda t: _int(t, 16, 65_536),
+        "kv": lambda t: _int(t, 0, 10_000_000),
+        "ttft": lambda t: _float(t, 0.001, 600.0),
+        "tpot": lambda t: _float(t, 0.0001, 10.0),
+        "pscale": lambda t: _float(t, 0.1, 8.0),
+        "seed": lambda t: _int(t, 0, 2**32 - 1),
+    }
+    for key, values in raw.items():
+        if key not in checks or not values:
+            continue
+        text = str(values[-1])[:64]
+        value = checks[key](text)
+        if value is None:
+            notices.append(f"The link's {key}={text!r} could not be used; it shows the default "
+                           f"({DEFAULTS[key]}) instead.")
+        else:
+            out[key] = value
+    return out, notices
+
+
+def to_params(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters for these settings: only those that differ from the defaults."""
+    return {k: str(settings[k]) for k in DEFAULTS if k in settings and settings[k] != DEFAULTS[k]}

@@ -1,0 +1,128 @@
+"""The serving simulator page without a browser: its link, its figures, its words and its exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from app.components import serving_figures as figs
+from app.services import serving_link as link
+from app.services.jobs import RunQueue
+from app.services.serving_jobs import SimJob, configs
+from app.views import serving as view
+from core.sim.simulate import SimConfig, simulate
+
+
+@pytest.fixture(scope="module")
+def pair():
+    a = simulate(SimConfig(policy="prefill-first", requests=300, seed=2))
+    b = simulate(SimConfig(policy="chunked", requests=300, seed=2))
+    return a, b
+
+
+def test_link_round_trip_and_bad_values():
+    settings, notices = link.parse({"a": ["static"], "b": ["disaggregated"], "rate": ["30"], "n": ["500"],
+                                    "work": ["chat"], "hw": ["h200"], "kv": ["4000"], "pscale": ["2.5"]})
+    assert not notices
+    params = link.to_params(settings)
+    assert params == {"a": "static", "b": "disaggregated", "rate": "30.0", "n": "500", "work": "chat",
+                      "hw": "h200", "kv": "4000", "pscale": "2.5"}
+    again, _ = link.parse({k: [v] for k, v in params.items()})
+    assert again == settings
+    bad, notices = link.parse({"a": ["fifo"], "n": ["999999"], "hw": ["../etc/passwd"], "rate": ["nan"],
+                               "model": ["<script>"]})
+    assert bad == link.DEFAULTS
+    assert len(notices) == 5 and all("could not be used" in n for n in notices)
+
+
+def test_page_settings_become_two_configs_on_the_same_arrivals():
+    s = {**link.DEFAULTS, "a": "static", "b": "chunked", "rate": 0.0, "kv": 0, "budget": 2048}
+    a, b = configs(s)
+    assert (a.policy, b.policy) == ("static", "chunked")
+    assert a.rate_per_s is None and a.kv_blocks is None and b.budget == 2048
+    assert a.seed == b.seed and a.workload == b.workload
+
+
+def test_the_job_simulates_both_policies_and_sweeps_the_rate():
+    s = {**link.DEFAULTS, "n": 200}
+    job = SimJob(RunQueue(), s).start()
+    job.join(120)
+    assert job.status == "done", job.error
+    a, b = job.results
+    assert [r.arrival_s for r in a.requests] == [r.arrival_s for r in b.requests]
+    assert set(job.sweep) == {"prefill-first", "chunked"}
+    rates = [p["rate_per_s"] for p in job.sweep["chunked"]]
+    assert rates == sorted(rates) and len(rates) == 6
+
+
+def test_timeline_shows_a_long_prefill_and_its_lanes(pair):
+    a, _ = pair
+    rid = figs.long_request(a)
+    assert rid is not None and a.requests[rid].prompt_tokens >= 2048
+    start = figs.default_window(a, 0.5)
+    assert start <= a.requests[rid].arrival_s <= start + 0.5
+    fig = figs.timeline(a, start, 0.5, "t")
+    lanes = {t["y"][0] for t in fig["data"] if t["y"]}
+    assert lanes == {"server 1: prefill", "server 1: decode"} or lanes == {"server 2: prefill", "server 2: decode"}
+    prefill = next(t for t in fig["data"] if t["y"] and t["y"][0].endswith("prefill"))
+    # prefill-first prefills the long prompt whole: one iteration far longer than a typical decode step
+    decode = next(t for t in fig["data"] if t["y"] and t["y"][0].endswith("decode"))
+    assert max(prefill["x"]) > 5 * sorted(decode["x"])[len(decode["x"]) // 2]
+    assert all(0.25 <= w <= 0.85 + 1e-9 for w in prefill["width"])
+    assert "prompt arrives" in fig["layout"]["annotations"][0]["text"]
+
+
+def test_disaggregated_timeline_shows_both_servers():
+    d = simulate(SimConfig(policy="disaggregated", requests=200, seed=2))
+    fig = figs.timeline(d, figs.default_window(d, 0.5), 0.5, "t")
+    lanes = {t["y"][0] for t in fig["data"] if t["y"]}
+    assert any(lane.startswith("prefill server") for lane in lanes)
+    assert any(lane.startswith("decode server") for lane in lanes)
+
+
+def test_static_timeline_draws_its_padding():
+    s = simulate(SimConfig(policy="static", requests=200, seed=2, rate_per_s=4.0))
+    fig = figs.timeline(s, 0.0, 5.0, "t")
+    assert any(t["name"].startswith("padding") for t in fig["data"])
+
+
+def test_ticks_distributions_kv_goodput_and_sweep(pair):
+    a, b = pair
+    ticks = figs.token_ticks(a, 0.5, 1.0, "t")
+    assert ticks["data"][0]["x"] and all(0.5 <= x <= 1.5 for x in ticks["data"][0]["x"])
+    dist = figs.distributions([a, b], ["A", "B"])
+    assert [t["name"] for t in dist["data"]] == ["A", "A", "B", "B"]
+    assert all(t["y"][-1] == pytest.approx(100) for t in dist["data"])
+    assert {s["x0"] for s in dist["layout"]["shapes"]} == {1.0, 0.05}
+    kv = figs.kv_usage([a, b], ["A", "B"])
+    assert all(0 <= y <= 100 for t in kv["data"] for y in t["y"])
+    good = figs.goodput([a, b], ["A", "B"])
+    assert good["data"][1]["y"] == [a.metrics["goodput_req_s"], b.metrics["goodput_req_s"]]
+    sweep = figs.rate_sweep({"chunked": [{"rate_per_s": 1.0, "throughput_tok_s": 100.0, "tpot_p99_s": 0.02,
+                                          "ttft_p99_s": 0.1, "goodput_req_s": 1.0}]}, {"chunked": "B"})
+    assert sweep["data"][0]["y"] == [20.0] and sweep["data"][0]["name"] == "B"
+    for fig in (ticks, dist, kv, good, sweep):
+        assert "simulated" in fig["layout"]["title"]["text"] or fig is ticks
+
+
+def test_verdict_and_table_take_their_numbers_from_the_results(pair):
+    a, b = pair
+    text = view.verdict(a, b)
+    assert "simulated" in text
+    assert view._ms(a.metrics["ttft_p50_s"]) in text and view._ms(b.metrics["tpot_p99_s"]) in text
+    rows = view.metric_rows(a, b, ["A", "B"])
+    assert rows[0] == {"metric (simulated)": "TTFT p50", "A": view._ms(a.metrics["ttft_p50_s"]),
+                       "B": view._ms(b.metrics["ttft_p50_s"])}
+
+
+def test_exports_hold_every_request_of_both_policies(pair):
+    a, b = pair
+    rows = list(csv.DictReader(io.StringIO(view.export_csv([a, b]))))
+    assert len(rows) == 600 and {r["policy"] for r in rows} == {"prefill-first", "chunked"}
+    data = json.loads(view.export_json([a, b]))
+    assert [d["settings"]["policy"] for d in data] == ["prefill-first", "chunked"]
+    assert all(d["kind"] == "simulated" for d in data)
+    assert len(data[0]["per_request"][0]["token_s"]) == a.requests[0].output_tokens
