@@ -110,7 +110,9 @@ def cmd_simulate(args) -> int:
                        arrival=args.arrival, seed=args.seed, model=args.model, hardware=args.hardware,
                        dtype=args.dtype, tp=args.tp, instances=args.instances, budget=args.budget,
                        kv_blocks=args.kv_blocks, ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
-                       prompt_scale=args.prompt_scale, output_scale=args.output_scale)
+                       prompt_scale=args.prompt_scale, output_scale=args.output_scale,
+                       prompt_median=args.prompt_median, output_median=args.output_median,
+                       length_sigma=args.length_sigma, max_batch=args.max_batch)
     requests = None
     if args.arrivals:
         path = Path(args.arrivals)
@@ -194,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--prompt-scale", type=float, default=1.0, help="multiply every prompt length (default 1)")
     s.add_argument("--output-scale", type=float, default=1.0, help="multiply every output length (default 1)")
+    s.add_argument("--prompt-median", type=float, default=None,
+                   help="custom lengths: every prompt log-normal around this median (default: the workload's mix)")
+    s.add_argument("--output-median", type=float, default=None, help="custom lengths: the same for outputs")
+    s.add_argument("--length-sigma", type=float, default=None,
+                   help="custom lengths: spread, sigma of the log (default: the workload's)")
+    s.add_argument("--max-batch", type=int, default=256, help="sequences per iteration at most (default 256)")
     s.add_argument("--ttft-target", type=float, default=1.0, help="goodput: TTFT target in s (default 1)")
     s.add_argument("--tpot-target", type=float, default=0.05, help="goodput: TPOT target in s (default 0.05)")
     s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")

@@ -68,5 +68,6 @@ def test_arrival_file_bad_then_good(app_server, page, tmp_path):
     page.get_by_text("Replay mine.csv (4 requests)").wait_for(timeout=60_000)
     page.get_by_text("4 requests").first.wait_for(timeout=120_000)
     page.get_by_text("no rate to sweep").wait_for(timeout=120_000)
+    assert page.get_by_text("replayed from mine.csv").count() == 1
     assert page.get_by_text("cannot be replayed").count() == 0
     assert page.locator("[data-testid=stException]").count() == 0

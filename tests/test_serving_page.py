@@ -126,3 +126,20 @@ def test_exports_hold_every_request_of_both_policies(pair):
     assert [d["settings"]["policy"] for d in data] == ["prefill-first", "chunked"]
     assert all(d["kind"] == "simulated" for d in data)
     assert len(data[0]["per_request"][0]["token_s"]) == a.requests[0].output_tokens
+
+
+def test_precheck_refuses_what_cannot_be_simulated_in_words():
+    from app.services.serving_jobs import precheck
+
+    precheck(dict(link.DEFAULTS))
+    with pytest.raises(ValueError, match="no memory for the KV cache"):
+        precheck({**link.DEFAULTS, "model": "llama-3.1-405b"})
+    with pytest.raises(ValueError, match="two model copies"):
+        precheck({**link.DEFAULTS, "a": "disaggregated", "inst": 1})
+
+
+def test_custom_lengths_replace_the_mix():
+    a, _ = configs({**link.DEFAULTS, "pmed": 3000, "omed": 20, "sigma": 0.1})
+    result = simulate(a.__class__(**{**a.__dict__, "requests": 200}))
+    prompts = sorted(r.prompt_tokens for r in result.requests)
+    assert 2500 < prompts[100] < 3500 and max(r.output_tokens for r in result.requests) < 40

@@ -93,6 +93,12 @@ def render() -> dict[str, Any]:
                         help="Multiplies every prompt of the workload: watch what long prompts do to each policy.")
         p2.number_input("Seed", 0, 2**32 - 1, step=1, key=_key("seed"),
                         help="The same seed gives the same arrivals, so both policies see the same requests.")
+        with st.expander("Your own lengths"):
+            st.caption("Replace the workload's mix with one log-normal shape of your own (0 keeps the workload's).")
+            l1, l2, l3 = st.columns(3)
+            l1.number_input("Prompt median", 0, 131_072, step=100, key=_key("pmed"))
+            l2.number_input("Output median", 0, 131_072, step=50, key=_key("omed"))
+            l3.number_input("Spread (σ of log)", 0.0, 3.0, step=0.1, key=_key("sigma"))
         st.file_uploader("…or replay an arrival file (JSONL or CSV)", type=["jsonl", "json", "csv"],
                          key=state.SV_UPLOAD,
                          help="One request per line: arrival_s, prompt_tokens, output_tokens. Read as data and kept "

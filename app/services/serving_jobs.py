@@ -28,8 +28,22 @@ def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
                      dtype=settings["dtype"], tp=int(settings["tp"]), instances=int(settings["inst"]),
                      budget=int(settings["budget"]), kv_blocks=int(settings["kv"]) or None,
                      prompt_scale=float(settings["pscale"]), ttft_target_s=float(settings["ttft"]),
-                     tpot_target_s=float(settings["tpot"]))
+                     tpot_target_s=float(settings["tpot"]),
+                     prompt_median=float(settings["pmed"]) or None, output_median=float(settings["omed"]) or None,
+                     length_sigma=float(settings["sigma"]) or None)
     return base, replace(base, policy=settings["b"])
+
+
+def precheck(settings: dict[str, Any]) -> None:
+    """ValueError, in words, for settings that cannot be simulated, before any job is queued: bad
+    numbers, a model that does not fit its GPUs, a context window shorter than the requests."""
+    from core.whatif import kv_blocks_available
+
+    a, b = (c.checked() for c in configs(settings))
+    spec, hardware, scenario = deployment(a)
+    if a.kv_blocks is None and kv_blocks_available(spec, hardware, scenario) < 1:
+        raise ValueError(f"{spec.name} in {a.dtype} leaves no memory for the KV cache on {a.tp} × {hardware.label}: "
+                         "use more GPUs per model copy or a smaller dtype")
 
 
 def offered_rate(config: SimConfig) -> float:
@@ -41,10 +55,13 @@ class SimJob(Job):
 
     kind = "sim"
 
-    def __init__(self, queue: RunQueue, settings: dict[str, Any], uploaded: list[Request] | None = None) -> None:
+    def __init__(self, queue: RunQueue, settings: dict[str, Any], uploaded: list[Request] | None = None,
+                 uploaded_name: str | None = None) -> None:
         super().__init__(queue)
         self.settings = dict(settings)
         self.uploaded = uploaded
+        self.uploaded_name = uploaded_name
+        self.key: Any = None  # the page's settings key this job answers
         self.results: list[SimResult] = []
         self.sweep: dict[str, list[dict[str, Any]]] = {}
         self.sweep_requests = SWEEP_REQUESTS

@@ -21,7 +21,7 @@ DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
 DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dtype": "bf16", "tp": 1, "inst": 2,
                             "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
                             "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
-                            "seed": 0}
+                            "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0}
 
 
 def policy_choices() -> list[str]:
@@ -68,6 +68,9 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "tpot": lambda t: _float(t, 0.0001, 10.0),
         "pscale": lambda t: _float(t, 0.1, 8.0),
         "seed": lambda t: _int(t, 0, 2**32 - 1),
+        "pmed": lambda t: _int(t, 0, 131_072),
+        "omed": lambda t: _int(t, 0, 131_072),
+        "sigma": lambda t: _float(t, 0.0, 3.0),
     }
     for key, values in raw.items():
         if key not in checks or not values:

@@ -19,9 +19,9 @@ from app import state
 from app.components import serving_figures as figs
 from app.sections import serving_settings as controls
 from app.services.model import get_queue
-from app.services.serving_jobs import SimJob, configs, offered_rate
+from app.services.serving_jobs import SimJob, offered_rate, precheck
 from core.sim.policy import POLICIES
-from core.sim.simulate import SimResult, deployment
+from core.sim.simulate import SimResult
 
 TITLE = "Serving: why prefill and decode are scheduled apart"
 POLL_S = 0.5
@@ -96,8 +96,7 @@ def render() -> None:
     controls.sync_url(settings)
     uploaded = settings.pop("uploaded")
     try:
-        a, b = (c.checked() for c in configs(settings))
-        deployment(a)
+        precheck(settings)
     except ValueError as exc:
         st.error(f"These settings cannot be simulated: {exc}")
         return
@@ -107,7 +106,7 @@ def render() -> None:
     if job is None or job.key != key:
         if job is not None and job.active:
             job.stop()
-        job = SimJob(get_queue(), settings, uploaded[1] if uploaded else None)
+        job = SimJob(get_queue(), settings, uploaded[1] if uploaded else None, uploaded[0] if uploaded else None)
         job.key = key
         job.start()
         state.set_job(state.SV_JOB, job)
@@ -141,7 +140,7 @@ def _show(job: SimJob) -> None:
     names = [f"A: {_label(ra.config.policy)}", f"B: {_label(rb.config.policy)}"]
     st.divider()
     _tiles(ra, rb, names)
-    st.markdown(verdict(ra, rb))
+    st.markdown(verdict(ra, rb, f"replayed from {job.uploaded_name}" if job.uploaded is not None else None))
     with st.expander("The five policies, in a sentence each", expanded=False):
         st.markdown("\n\n".join(POLICY_TEXT.values()))
     st.subheader("The timeline: where each iteration's time goes")
@@ -225,15 +224,17 @@ def _tiles(ra: SimResult, rb: SimResult, names: list[str]) -> None:
             st.caption(f"{m['good_requests']:,} of {m['served']:,} requests met both targets.")
 
 
-def verdict(ra: SimResult, rb: SimResult) -> str:
+def verdict(ra: SimResult, rb: SimResult, source: str | None = None) -> str:
     """The comparison in words, every number from the two results."""
     ma, mb = ra.metrics, rb.metrics
     la, lb = _label(ra.config.policy), _label(rb.config.policy)
     lines = []
     n = len(ra.requests)
-    rate = offered_rate(ra.config)
-    lines.append(f"**{n:,} requests** ({ra.config.workload}, about {rate:g} per second) on the same arrivals for "
-                 f"both. All figures simulated.")
+    cfg = ra.config
+    if source is None:
+        custom = (cfg.prompt_median, cfg.output_median, cfg.length_sigma) != (None, None, None)
+        source = f"{'custom lengths' if custom else cfg.workload}, about {offered_rate(cfg):g} per second"
+    lines.append(f"**{n:,} requests** ({source}) on the same arrivals for both. All figures simulated.")
 
     def compare(metric: str, what: str, better_low: bool = True) -> str:
         x, y = ma[metric], mb[metric]

@@ -20,7 +20,7 @@ from core.sim import policies as _policies  # noqa: F401  (registers the five po
 from core.sim.engine import ServerLog, run_server
 from core.sim.policy import POLICIES, Seq, State, get_policy
 from core.sim.steptime import StepTime
-from core.sim.workload import Request, generate, get_workload
+from core.sim.workload import Request, custom, generate, get_workload
 from core.spec import ModelSpec, load_model_preset
 from core.whatif import Scenario, check, kv_blocks_available, kv_share
 
@@ -57,6 +57,9 @@ class SimConfig:
     max_prefill_tokens: int = 8192
     prompt_scale: float = 1.0
     output_scale: float = 1.0
+    prompt_median: float | None = None  # custom lengths: replace the workload's mix by one log-normal
+    output_median: float | None = None
+    length_sigma: float | None = None
     ttft_target_s: float = 1.0
     tpot_target_s: float = 0.05
 
@@ -77,6 +80,11 @@ class SimConfig:
                             ("prompt scale", self.prompt_scale), ("output scale", self.output_scale)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1e6:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name, value, high in (("prompt median", self.prompt_median, 131_072),
+                                  ("output median", self.output_median, 131_072), ("length spread", self.length_sigma, 3)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not (0 if name == "length spread" else 1) <= value <= high):
+                raise ValueError(f"{name} must be a number up to {high:,}, got {value!r}")
         if self.policy == "disaggregated":
             p = self.prefill_count()
             if self.instances < 2 or not 1 <= p < self.instances:
@@ -133,7 +141,10 @@ def deployment(config: SimConfig) -> tuple[ModelSpec, HardwareSpec, Scenario]:
 
 def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
     """The workload's requests for this config: same seed, same arrivals, whatever the policy."""
-    work = get_workload(config.workload).scaled(config.prompt_scale, config.output_scale)
+    work = get_workload(config.workload)
+    if (config.prompt_median, config.output_median, config.length_sigma) != (None, None, None):
+        work = custom(work, config.prompt_median, config.output_median, config.length_sigma)
+    work = work.scaled(config.prompt_scale, config.output_scale)
     rate = config.rate_per_s if config.rate_per_s is not None else work.rate_per_s
     return generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions)
 

@@ -101,6 +101,22 @@ class Workload:
                               for c in self.components))
 
 
+def custom(base: Workload, prompt_median: float | None, output_median: float | None,
+           sigma: float | None) -> Workload:
+    """A single-component workload of the reader's own lengths (log-normal, clipped to 1 .. 131,072),
+    at `base`'s rate: any length left None keeps base's (its first component's)."""
+    first = base.components[0]
+
+    def pick(length: Lengths, median: float | None) -> Lengths:
+        if median is None and sigma is None:
+            return length
+        return Lengths(float(median if median is not None else length.median),
+                       float(sigma if sigma is not None else length.sigma), 1, 131_072)
+
+    return Workload("custom", f"Custom lengths (rate of {base.name})", base.rate_per_s,
+                    (Component(1.0, pick(first.prompt, prompt_median), pick(first.output, output_median)),))
+
+
 def _lengths(d: dict[str, Any]) -> Lengths:
     return Lengths(float(d["median"]), float(d["sigma"]), int(d["min"]), int(d["max"]))
 
