@@ -143,3 +143,13 @@ def test_custom_lengths_replace_the_mix():
     result = simulate(a.__class__(**{**a.__dict__, "requests": 200}))
     prompts = sorted(r.prompt_tokens for r in result.requests)
     assert 2500 < prompts[100] < 3500 and max(r.output_tokens for r in result.requests) < 40
+
+
+def test_verdict_names_the_trade_off_when_each_policy_wins_one(pair):
+    a, b = pair
+    # on these arrivals prefill-first starts sooner and chunked streams more evenly
+    assert a.metrics["ttft_p50_s"] < b.metrics["ttft_p50_s"] and b.metrics["tpot_p99_s"] < a.metrics["tpot_p99_s"]
+    assert "Neither wins both: **Prefill first** starts answers sooner, **Chunked prefill** keeps them" in \
+        view.verdict(a, b)
+    same = view.verdict(a, a)
+    assert "Neither wins both" not in same

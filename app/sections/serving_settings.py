@@ -101,8 +101,9 @@ def render() -> dict[str, Any]:
             l3.number_input("Spread (σ of log)", 0.0, 3.0, step=0.1, key=_key("sigma"))
         st.file_uploader("…or replay an arrival file (JSONL or CSV)", type=["jsonl", "json", "csv"],
                          key=state.SV_UPLOAD,
-                         help="One request per line: arrival_s, prompt_tokens, output_tokens. Read as data and kept "
-                              "only in this browser session.")
+                         help="One request per line: arrival_s, prompt_tokens, output_tokens (JSONL objects, or CSV "
+                              "with those columns), up to 2 MB and 20,000 requests. Read as data and kept only in "
+                              "this browser session.")
         message = st.session_state.get(state.SV_UPLOAD_MESSAGE)
         if message:
             st.error(message + " Your settings are unchanged.")

@@ -247,6 +247,12 @@ def verdict(ra: SimResult, rb: SimResult, source: str | None = None) -> str:
     lines.append(compare("ttft_p50_s", "Median wait for the first token"))
     lines.append(compare("tpot_p99_s", "p99 time per output token"))
     lines.append(compare("itl_p99_s", "p99 gap between two tokens (the stalls)"))
+    if None not in (ma["ttft_p50_s"], mb["ttft_p50_s"], ma["tpot_p99_s"], mb["tpot_p99_s"]):
+        sooner = la if ma["ttft_p50_s"] < mb["ttft_p50_s"] else lb
+        smoother = la if ma["tpot_p99_s"] < mb["tpot_p99_s"] else lb
+        if sooner != smoother:
+            lines.append(f"Neither wins both: **{sooner}** starts answers sooner, **{smoother}** keeps them "
+                         "flowing. Which matters more is what the TTFT and TPOT targets (and goodput) decide.")
     ta, tb = ma["throughput_tok_s"] or 0.0, mb["throughput_tok_s"] or 0.0
     if ta and tb:
         lines.append(f"Throughput: {ta:,.0f} against {tb:,.0f} output tokens per second "
