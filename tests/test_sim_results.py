@@ -130,5 +130,8 @@ def test_command_line_prints_the_named_metrics(tmp_path):
     assert data["kind"] == "simulated"
     assert [len(r["token_s"]) for r in data["per_request"]] == [3, 2]
     assert data["per_request"][0]["first_token_s"] == data["per_request"][0]["token_s"][0]
+    usage = data["kv_usage"][0]
+    assert usage["kv_blocks"] > 0 and max(u for _, u in usage["used_blocks"]) == 8  # 4 + 4 blocks of 16 at most
+    assert 0 < data["kv_peak_fraction"] <= 1
     bad = subprocess.run([sys.executable, "-m", "core", "simulate", "--requests", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr

@@ -127,9 +127,22 @@ class SimResult:
                "rejected": sum(len(log.rejected) for _, log in self.servers),
                "kv_blocks_per_server": self.kv_blocks_per_server,
                "servers": [role for role, _ in self.servers], "sim_wall_s": self.sim_wall_s}
+        out["kv_peak_fraction"] = max((used / log.kv_blocks for _, log in self.servers for _, used in log.kv_used
+                                       if log.kv_blocks), default=0.0)
         if per_request:
             out["per_request"] = self.per_request()
+            out["kv_usage"] = [{"server": k, "role": role, "kv_blocks": log.kv_blocks,
+                                "used_blocks": _thinned(log.kv_used, 1000)}
+                               for k, (role, log) in enumerate(self.servers)]
         return out
+
+
+def _thinned(points: list[tuple[float, int]], most: int) -> list[list[float]]:
+    """At most `most` evenly spaced (time, blocks used) points, the last one kept."""
+    if len(points) <= most:
+        return [list(p) for p in points]
+    step = len(points) / most
+    return [list(points[int(i * step)]) for i in range(most)] + [list(points[-1])]
 
 
 def deployment(config: SimConfig) -> tuple[ModelSpec, HardwareSpec, Scenario]:
