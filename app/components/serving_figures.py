@@ -235,7 +235,8 @@ def rate_sweep(sweep: dict[str, list[dict[str, Any]]], names: dict[str, str]) ->
         pts = [p for p in points if p["throughput_tok_s"] and p["tpot_p99_s"]]
         data.append({"type": "scatter", "mode": "lines+markers+text", "name": names.get(policy, policy),
                      "x": [p["throughput_tok_s"] for p in pts], "y": [p["tpot_p99_s"] * 1e3 for p in pts],
-                     "text": [f"{p['rate_per_s']:.3g}/s" for p in pts], "textposition": "top left",
+                     "text": [f"{p['rate_per_s']:.3g}/s" for p in pts],
+                     "textposition": "top left" if k % 2 == 0 else "bottom right",
                      "line": {"color": POLICY_COLOURS[k % 2], "width": 2.5},
                      "hovertemplate": "%{text} arriving: %{x:,.0f} tokens/s, p99 TPOT %{y:.1f} ms (simulated)"
                                       "<extra></extra>"})
