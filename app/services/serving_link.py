@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.services import link_params
+from app.services.link_params import number, whole
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policy import POLICIES
@@ -30,61 +32,36 @@ def policy_choices() -> list[str]:
     return list(POLICIES)
 
 
-def _int(text: str, low: int, high: int) -> int | None:
-    try:
-        value = int(text)
-    except ValueError:
-        return None
-    return value if low <= value <= high else None
-
-
-def _float(text: str, low: float, high: float) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if low <= value <= high else None
 
 
 def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
     """Settings from query parameters (each a list of strings), and a notice per unusable one."""
-    out, notices = dict(DEFAULTS), []
     gpus = [h for h in hardware_presets() if h != HOST]
     checks = {
         "model": lambda t: t if t in list_model_presets() else None,
         "hw": lambda t: t if t in gpus else None,
         "dtype": lambda t: t if t in DTYPES else None,
-        "tp": lambda t: _int(t, 1, 64),
-        "inst": lambda t: _int(t, 1, MAX_INSTANCES),
+        "tp": lambda t: whole(t, 1, 64),
+        "inst": lambda t: whole(t, 1, MAX_INSTANCES),
         "work": lambda t: t if t in load_workloads() else None,
         "arrival": lambda t: t if t in ARRIVALS else None,
-        "rate": lambda t: _float(t, 0.0, 10_000.0),
-        "n": lambda t: _int(t, 10, MAX_PAGE_REQUESTS),
+        "rate": lambda t: number(t, 0.0, 10_000.0),
+        "n": lambda t: whole(t, 10, MAX_PAGE_REQUESTS),
         "a": lambda t: t if t in policy_choices() else None,
         "b": lambda t: t if t in policy_choices() else None,
-        "budget": lambda t: _int(t, 16, 65_536),
-        "kv": lambda t: _int(t, 0, 10_000_000),
-        "ttft": lambda t: _float(t, 0.001, 600.0),
-        "tpot": lambda t: _float(t, 0.0001, 10.0),
-        "pscale": lambda t: _float(t, 0.1, 8.0),
-        "seed": lambda t: _int(t, 0, 2**32 - 1),
-        "pmed": lambda t: _int(t, 0, 131_072),
-        "omed": lambda t: _int(t, 0, 131_072),
-        "sigma": lambda t: _float(t, 0.0, 3.0),
+        "budget": lambda t: whole(t, 16, 65_536),
+        "kv": lambda t: whole(t, 0, 10_000_000),
+        "ttft": lambda t: number(t, 0.001, 600.0),
+        "tpot": lambda t: number(t, 0.0001, 10.0),
+        "pscale": lambda t: number(t, 0.1, 8.0),
+        "seed": lambda t: whole(t, 0, 2**32 - 1),
+        "pmed": lambda t: whole(t, 0, 131_072),
+        "omed": lambda t: whole(t, 0, 131_072),
+        "sigma": lambda t: number(t, 0.0, 3.0),
     }
-    for key, values in raw.items():
-        if key not in checks or not values:
-            continue
-        text = str(values[-1])[:64]
-        value = checks[key](text)
-        if value is None:
-            notices.append(f"The link's {key}={text!r} could not be used; it shows the default "
-                           f"({DEFAULTS[key]}) instead.")
-        else:
-            out[key] = value
-    return out, notices
+    return link_params.parse(raw, DEFAULTS, checks)
 
 
 def to_params(settings: Mapping[str, Any]) -> dict[str, str]:
     """Query parameters for these settings: only those that differ from the defaults."""
-    return {k: str(settings[k]) for k in DEFAULTS if k in settings and settings[k] != DEFAULTS[k]}
+    return link_params.to_params(settings, DEFAULTS)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.services import link_params
+from app.services.link_params import number, whole
 from core.dtypes import DTYPES
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
@@ -32,56 +34,31 @@ def hardware_choices() -> list[str]:
     return [h for h in hardware_presets() if h != HOST]
 
 
-def _int(text: str, low: int, high: int) -> int | None:
-    try:
-        value = int(text)
-    except ValueError:
-        return None
-    return value if low <= value <= high else None
-
-
-def _float(text: str, low: float, high: float) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if low <= value <= high else None
 
 
 def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
     """Settings from query parameters (each a list of strings), and a notice per unusable one."""
-    out, notices = dict(DEFAULTS), []
     checks = {
         "model": lambda t: t if t in model_choices() else None,
         "hw": lambda t: t if t in hardware_choices() else None,
         "w": lambda t: t if t in DTYPES else None,
         "kv": lambda t: t if t in DTYPES else None,
-        "batch": lambda t: _int(t, 1, MAX_BATCH),
-        "prompt": lambda t: _int(t, 1, MAX_TOKENS),
-        "gen": lambda t: _int(t, 1, MAX_TOKENS),
-        "bw_eff": lambda t: _float(t, 0.05, 1.0),
-        "c_eff": lambda t: _float(t, 0.05, 1.0),
+        "batch": lambda t: whole(t, 1, MAX_BATCH),
+        "prompt": lambda t: whole(t, 1, MAX_TOKENS),
+        "gen": lambda t: whole(t, 1, MAX_TOKENS),
+        "bw_eff": lambda t: number(t, 0.05, 1.0),
+        "c_eff": lambda t: number(t, 0.05, 1.0),
         "draft": lambda t: t if t in model_choices() or t == "" else None,
-        "gamma": lambda t: _int(t, 1, 16),
-        "alpha": lambda t: _float(t, 0.0, 0.99),
-        "tp": lambda t: _int(t, 1, MAX_TP),
+        "gamma": lambda t: whole(t, 1, 16),
+        "alpha": lambda t: number(t, 0.0, 0.99),
+        "tp": lambda t: whole(t, 1, MAX_TP),
     }
-    for key, values in raw.items():
-        if key not in checks or not values:
-            continue
-        text = str(values[-1])[:64]
-        value = checks[key](text)
-        if value is None:
-            notices.append(f"The link's {key}={text!r} could not be used; it shows the default "
-                           f"({DEFAULTS[key]}) instead.")
-        else:
-            out[key] = value
-    return out, notices
+    return link_params.parse(raw, DEFAULTS, checks)
 
 
 def to_params(settings: Mapping[str, Any]) -> dict[str, str]:
     """Query parameters for these settings: only those that differ from the defaults."""
-    return {k: str(settings[k]) for k in DEFAULTS if k in settings and settings[k] != DEFAULTS[k]}
+    return link_params.to_params(settings, DEFAULTS)
 
 
 def compute_dtype_for(weight_dtype: str) -> str:
