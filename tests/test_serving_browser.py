@@ -49,6 +49,11 @@ def test_a_link_sets_the_page_and_a_bad_value_is_a_notice(app_server, page):
     assert "A: Static batching" in body
     assert "200 requests" in body
     assert "hw='nonsense' could not be used" in body
+    assert "evenly up to 1.5 ×" in body
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.get_by_role("button", name="512", exact=True).click()  # the budget preset
+    page.wait_for_function("() => !location.search.includes('budget=')", timeout=60_000)
+    _wait_done(page)
     assert page.locator("[data-testid=stException]").count() == 0
 
 

@@ -55,7 +55,14 @@ def test_the_job_simulates_both_policies_and_sweeps_the_rate():
     assert [r.arrival_s for r in a.requests] == [r.arrival_s for r in b.requests]
     assert set(job.sweep) == {"prefill-first", "chunked"}
     rates = [p["rate_per_s"] for p in job.sweep["chunked"]]
-    assert rates == sorted(rates) and len(rates) == 6
+    assert rates == pytest.approx([24.0 * k / 4 for k in range(1, 7)])  # mix at 24/s, up to 1.5x
+
+
+def test_the_sweep_reaches_the_chosen_multiple():
+    job = SimJob(RunQueue(), {**link.DEFAULTS, "n": 50, "sweep": 3.0, "work": "chat", "a": "chunked"}).start()
+    job.join(120)
+    assert job.status == "done", job.error
+    assert [p["rate_per_s"] for p in job.sweep["chunked"]] == pytest.approx([60.0 * k / 2 for k in range(1, 7)])
 
 
 def test_timeline_shows_a_long_prefill_and_its_lanes(pair):

@@ -40,6 +40,10 @@ def _policy_label(name: str) -> str:
     return POLICIES[name].label or name
 
 
+def _set_budget(tokens: int) -> None:
+    st.session_state[_key("budget")] = tokens
+
+
 def _take_upload() -> None:
     up = st.session_state.get(state.SV_UPLOAD)
     if up is None or st.session_state.get(state.SV_UPLOAD_SEEN) == up.file_id:
@@ -72,7 +76,10 @@ def render() -> dict[str, Any]:
         st.number_input("Chunked prefill: tokens per iteration", 16, 65_536, step=256, key=_key("budget"),
                         help="Sarathi-Serve's token budget: decodes first, then prompt chunks up to this many "
                              "tokens. 512 favours smooth decodes, 2048 throughput.")
-        st.caption("Presets: 512 (smooth decodes) or 2048 (fewer, larger iterations).")
+        q1, q2, _ = st.columns([1, 1, 2])
+        q1.button("512", key="sv_budget_512", on_click=_set_budget, args=(512,), help="smooth decodes")
+        q2.button("2048", key="sv_budget_2048", on_click=_set_budget, args=(2048,),
+                  help="fewer, larger iterations")
         t1, t2 = st.columns(2)
         t1.number_input("TTFT target (s)", 0.001, 600.0, step=0.25, key=_key("ttft"), format="%.3f")
         t2.number_input("TPOT target (s)", 0.0001, 10.0, step=0.01, key=_key("tpot"), format="%.4f")
@@ -123,6 +130,9 @@ def render() -> dict[str, Any]:
                         help="Copies serving side by side; requests are dealt to them in turn. Disaggregated "
                              "serving makes half of them prefill servers and half decode servers, so both "
                              "policies use the same number of GPUs.")
+        st.slider("Rate sweep reaches (× the arrival rate)", 0.5, 4.0, step=0.25, key=_key("sweep"),
+                  help="The throughput-against-p99-TPOT chart simulates six rates, evenly up to this multiple "
+                       "of the arrival rate.")
         st.number_input("KV blocks per copy (0 = what memory holds)", 0, 10_000_000, step=500, key=_key("kv"),
                         help="Blocks of 16 tokens. Cut it to watch requests wait and decodes get preempted.")
     settings = {key: st.session_state[_key(key)] for key in link.DEFAULTS}

@@ -16,8 +16,13 @@ from core.sim.simulate import SimConfig, SimResult, deployment, requests_for, si
 from core.sim.steptime import StepTime
 from core.sim.workload import Request, get_workload
 
-SWEEP_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+SWEEP_POINTS = 6
 SWEEP_REQUESTS = 400
+
+
+def sweep_factors(top: float) -> list[float]:
+    """Arrival rates of the sweep, as multiples of the workload's own: evenly from top/6 up to top."""
+    return [top * (k + 1) / SWEEP_POINTS for k in range(SWEEP_POINTS)]
 
 
 def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
@@ -82,7 +87,7 @@ class SimJob(Job):
         rate = offered_rate(a)
         for config in (a, b):
             points = []
-            for factor in SWEEP_FACTORS:
+            for factor in sweep_factors(float(self.settings.get("sweep", 1.5))):
                 if self.should_stop():
                     return
                 self.progress = f"sweeping the arrival rate: {config.policy} at {rate * factor:.3g}/s"

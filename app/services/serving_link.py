@@ -23,7 +23,8 @@ DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
 DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dtype": "bf16", "tp": 1, "inst": 2,
                             "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
                             "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
-                            "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0}
+                            "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0,
+                            "sweep": 1.5}
 
 
 def policy_choices() -> list[str]:
@@ -58,6 +59,7 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "pmed": lambda t: whole(t, 0, 131_072),
         "omed": lambda t: whole(t, 0, 131_072),
         "sigma": lambda t: number(t, 0.0, 3.0),
+        "sweep": lambda t: number(t, 0.5, 4.0),
     }
     return link_params.parse(raw, DEFAULTS, checks)
 

@@ -181,8 +181,10 @@ def _show(job: SimJob) -> None:
         st.plotly_chart(figs.rate_sweep(job.sweep, {r.config.policy: n for r, n in zip((ra, rb), names,
                                                                                         strict=True)}),
                         key="sv_chart_sweep")
+        top = float(job.settings.get("sweep", 1.5))
         st.caption(f"Each point is a separate simulation of {job.sweep_requests:,} requests at that arrival rate "
-                   f"(a quarter of this workload's {offered_rate(ra.config):g}/s up to one and a half times it). "
+                   f"(six rates, evenly up to {top:g} × the {offered_rate(ra.config):g}/s above; the slider "
+                   "beside the deployment moves the top). "
                    "As the rate rises, throughput climbs until the machine saturates; what a policy pays for it "
                    "in p99 TPOT is the trade-off serving papers plot.")
     else:
