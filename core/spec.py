@@ -53,6 +53,12 @@ FAMILIES: dict[str, _Family] = {
     # nor the matmul FLOPs, so the shapes above price it exactly.
     "gpt_neox": _Family(gated_mlp=False, qkv_bias="attention_bias", o_bias="attention_bias", mlp_bias=True,
                         bias_default=True, norm="layernorm"),
+    # OPT: LayerNorm, a plain ReLU MLP (ffn_dim wide), biases unless enable_bias is off, a tied head,
+    # and a learned position table with two extra rows (positions are offset by 2). The variants
+    # that project embeddings to another width (word_embed_proj_dim) or normalise after each block
+    # (opt-350m) add matrices this spec has no place for; they are refused, not priced with a guess.
+    "opt": _Family(gated_mlp=False, qkv_bias="enable_bias", o_bias="enable_bias", mlp_bias="enable_bias",
+                   bias_default=True, norm="layernorm", tied_default=True),
     "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
                     mlp_bias=True),
     "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
@@ -64,7 +70,7 @@ _ARCH_TO_TYPE = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
-    "GPTNeoXForCausalLM": "gpt_neox",
+    "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt",
 }
 
 
@@ -98,6 +104,7 @@ class ModelSpec:
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
     sliding_window: int | None = None
     n_sliding_layers: int = 0
+    pos_offset: int = 0  # extra rows of a learned position table (OPT's positions start at 2)
     params_embed: int = field(init=False)
     params_pos: int = field(init=False)
     params_attn: int = field(init=False)
@@ -126,7 +133,7 @@ class ModelSpec:
         d, L = self.hidden, self.n_layers
         counts = {
             "params_embed": self.vocab * d,
-            "params_pos": self.max_positions * d if self.learned_pos_emb else 0,
+            "params_pos": (self.max_positions + self.pos_offset) * d if self.learned_pos_emb else 0,
             "params_attn": self.attn_matrix_params + self.attn_bias_params,
             "params_mlp": self.mlp_matrix_params + self.mlp_bias_params,
             # two norms per block plus the final one; LayerNorm carries a bias as well as a weight
@@ -293,8 +300,17 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
                                  f"({n_heads}) and the config has no head_dim")
             default_hd = hidden // n_heads
         head_dim = _as_int(_read(d, "head_dim", default=default_hd), "head_dim", label)
-        mlp_width = need("intermediate_size")
-        norm, learned_pos = fam.norm, False
+        mlp_width = need("ffn_dim") if model_type == "opt" else need("intermediate_size")
+        norm, learned_pos = fam.norm, model_type == "opt"
+        if model_type == "opt":
+            proj = _read(d, "word_embed_proj_dim", default=hidden)
+            if proj != hidden:
+                raise ValueError(f"{label}: OPT with word_embed_proj_dim ({proj}) different from hidden_size "
+                                 f"({hidden}) projects its embeddings through extra matrices the cost model does "
+                                 "not price (opt-350m)")
+            if not d.get("do_layer_norm_before", True) or d.get("_remove_final_layer_norm", False):
+                raise ValueError(f"{label}: OPT with layer norm after each block (do_layer_norm_before false) "
+                                 "is not supported (opt-350m)")
     window, n_sliding = _sliding(d, fam, n_layers, label)
     return ModelSpec(
         name=label, model_type=model_type, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
@@ -303,7 +319,7 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         tied_embeddings=bool(_read(d, "tie_word_embeddings", default=fam.tied_default)),
         attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
         mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
-        sliding_window=window, n_sliding_layers=n_sliding,
+        sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
     )
 
 

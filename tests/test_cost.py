@@ -28,7 +28,7 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
-from tests.tiny_configs import gpt_small, neox_small, small  # noqa: E402
+from tests.tiny_configs import gpt_small, neox_small, opt_small, small  # noqa: E402
 
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
 SMALL = small(vocab=1024, positions=256)
@@ -40,6 +40,7 @@ ARCHS = {
     "gpt2": ("gpt2", GPT_SMALL),
     "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 96}),
     "gpt_neox": ("gpt_neox", neox_small(vocab=1024, positions=256)),
+    "opt": ("opt", opt_small(vocab=1024, positions=256)),
 }
 _MODELS: dict[str, tuple] = {}
 
@@ -70,7 +71,8 @@ def counted(model, **inputs) -> tuple[int, dict[str, int]]:
     parts = {
         "attn_proj": proj,
         "attn_scores": attn - proj,  # matmuls inside the attention module but outside its linears
-        "mlp": sum(v for k, v in per_module.items() if re.search(_LAYER + r"mlp$", k)),
+        # OPT keeps its two MLP linears (fc1, fc2) directly in the layer, with no mlp module
+        "mlp": sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:mlp|fc1|fc2)$", k)),
         "lm_head": sum(v for k, v in per_module.items() if k.endswith(".lm_head")),
     }
     return counter.get_total_flops(), parts
@@ -141,6 +143,7 @@ def test_causal_flops_respect_the_sliding_window():
                                                      ("llama_gqa", 2, torch.bfloat16),
                                                      ("gpt_bigcode_mqa", 2, torch.float32),
                                                      ("gpt2", 2, torch.float32), ("gpt_neox", 2, torch.float32),
+                                                     ("opt", 2, torch.float32),
                                                      ("mistral_window6", 2, torch.float32)])
 def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
     model, spec = tiny(key)

@@ -19,6 +19,8 @@ PUBLISHED_PARAMS = [
     ("tinyllama-1.1b", 1.1e9, 0.005, "TinyLlama/TinyLlama-1.1B model card: 1.1B parameters"),
     ("pythia-1.4b", 1_414_647_808, 0, "EleutherAI/pythia-1.4b: 1,414,647,808 parameters (Pythia paper, Table 1 "
      "and the model card)"),
+    ("opt-1.3b", 1.32e9, 0.005, "facebook/opt-1.3b model page: 1.32B params; OPT paper (Zhang et al. 2022), "
+     "Table 1: 1.3B"),
 ]
 
 

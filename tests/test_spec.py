@@ -26,7 +26,7 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
-from tests.tiny_configs import gpt_small, neox_small, small  # noqa: E402
+from tests.tiny_configs import gpt_small, neox_small, opt_small, small  # noqa: E402
 
 SMALL = small(vocab=256, positions=128)
 GPT_SMALL = gpt_small(vocab=256, positions=128)
@@ -50,6 +50,9 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
     "gpt_neox_untied": ("gpt_neox", neox_small(vocab=256, positions=128)),
     "gpt_neox_tied_no_attn_bias": ("gpt_neox", {**neox_small(vocab=256, positions=128), "tie_word_embeddings": True,
                                                 "attention_bias": False, "use_parallel_residual": False}),
+    "opt": ("opt", opt_small(vocab=256, positions=128)),
+    "opt_no_bias_untied": ("opt", {**opt_small(vocab=256, positions=128), "enable_bias": False,
+                                   "tie_word_embeddings": False}),
 }
 
 
@@ -206,3 +209,10 @@ def test_spec_is_frozen_and_serialisable():
     json.dumps(d)
     assert d["params_total"] == 134_515_008
     assert isinstance(spec, ModelSpec)
+
+
+@pytest.mark.parametrize(("change", "message"), [({"word_embed_proj_dim": 32}, "word_embed_proj_dim"),
+                                                  ({"do_layer_norm_before": False}, "layer norm after each block")])
+def test_opt_variants_the_spec_cannot_hold_are_refused_in_words(change, message):
+    with pytest.raises(ValueError, match=message):
+        spec_from_config({"model_type": "opt", **opt_small(vocab=256, positions=128), **change})

@@ -22,3 +22,10 @@ def gpt_small(vocab: int, positions: int) -> dict:
     """The same size in GPT-2's own field names."""
     return {"n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": vocab, "n_positions": positions,
             "bos_token_id": None, "eos_token_id": None}
+
+
+def opt_small(vocab: int, positions: int) -> dict:
+    """The same size as an OPT config (ffn_dim, biases, learned positions offset by 2)."""
+    return {"hidden_size": 64, "ffn_dim": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "word_embed_proj_dim": 64, "vocab_size": vocab, "max_position_embeddings": positions,
+            "pad_token_id": 1, "bos_token_id": None, "eos_token_id": None}
