@@ -94,7 +94,7 @@ def timeline(result: SimResult, start_s: float, length_s: float, title: str) -> 
     layout = pal.base_layout(title, height=200 + 45 * len(lanes), barmode="overlay",
                              xaxis={"range": [start_s, end_s], "title": {"text": "simulated time (s)"}},
                              yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "automargin": True})
-    layout["margin"] = {**layout["margin"], "l": 10, "b": 120}
+    layout["margin"] = {**layout["margin"], "l": 30, "b": 120}  # automargin grows it to the lane names
     layout["legend"] = {**layout["legend"], "y": -0.55 if len(lanes) <= 2 else -0.35}
     if rid is not None:
         r = result.requests[rid]
