@@ -35,6 +35,10 @@ class _Family:
     norm: str = "rmsnorm"  # "layernorm" (weight and bias) for families that use it
     sliding_default: int | None = None
     qwen_sliding: bool = False  # sliding only when use_sliding_window, and only from max_window_layers on
+    norms_per_layer: int = 2  # Gemma 2 and 3 norm before and after both attention and the MLP: four
+    # Without layer_types, every `window_pattern`-th layer (counting from 1) is global and the rest
+    # slide (Gemma 2: alternate; Gemma 3: five local to one global, its sliding_window_pattern).
+    window_pattern: int | None = None
 
 
 FAMILIES: dict[str, _Family] = {
@@ -48,6 +52,13 @@ FAMILIES: dict[str, _Family] = {
     "smollm3": _Family(tied_default=True, qkv_bias="attention_bias", o_bias="attention_bias",
                        mlp_bias="mlp_bias"),
     "phi3": _Family(),
+    # Gemma 2 and 3 interleave sliding-window layers (whose cache stops growing at the window) with
+    # global ones; their logit soft-capping and embedding scaling are elementwise, not priced.
+    "gemma2": _Family(tied_default=True, head_dim_default=256, qkv_bias="attention_bias", o_bias="attention_bias",
+                      norms_per_layer=4, sliding_default=4096, window_pattern=2),
+    "gemma3_text": _Family(tied_default=True, head_dim_default=256, qkv_bias="attention_bias",
+                           o_bias="attention_bias", qk_norm=True, norms_per_layer=4, sliding_default=4096,
+                           window_pattern=6),
     # Pythia: LayerNorm, a plain GELU MLP with biases, attention biases unless switched off, an untied
     # head (embed_out). Its parallel residual and partial rotary embedding change neither the weights
     # nor the matmul FLOPs, so the shapes above price it exactly.
@@ -70,8 +81,11 @@ _ARCH_TO_TYPE = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
-    "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt",
+    "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt", "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
 }
+# Multimodal wrappers whose text decoder is what the cost model prices (its config sits in text_config).
+_TEXT_OF = {"gemma3": "gemma3_text"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,8 @@ class ModelSpec:
     mlp_bias: bool
     learned_pos_emb: bool
     norm: str  # "rmsnorm" (weight only) or "layernorm" (weight and bias)
-    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    norms_per_layer: int = 2
     sliding_window: int | None = None
     n_sliding_layers: int = 0
     pos_offset: int = 0  # extra rows of a learned position table (OPT's positions start at 2)
@@ -137,7 +152,7 @@ class ModelSpec:
             "params_attn": self.attn_matrix_params + self.attn_bias_params,
             "params_mlp": self.mlp_matrix_params + self.mlp_bias_params,
             # two norms per block plus the final one; LayerNorm carries a bias as well as a weight
-            "params_norm": (2 * L + 1) * d * (2 if self.norm == "layernorm" else 1)
+            "params_norm": (self.norms_per_layer * L + 1) * d * (2 if self.norm == "layernorm" else 1)
             + (2 * L * self.head_dim if self.qk_norm else 0),
             "params_lm_head": 0 if self.tied_embeddings else self.vocab * d,
         }
@@ -227,6 +242,11 @@ def _sliding(d: dict[str, Any], fam: _Family, n_layers: int, model: str) -> tupl
         n_sliding = sum(t == "sliding_attention" for t in layer_types)
     elif window is None:
         n_sliding = 0
+    elif fam.window_pattern:
+        pattern = _as_int(d.get("sliding_window_pattern", fam.window_pattern), "sliding_window_pattern", model)
+        if pattern < 1:
+            raise ValueError(f"{model}: sliding_window_pattern must be at least 1, got {pattern}")
+        n_sliding = sum(1 for i in range(n_layers) if (i + 1) % pattern)
     elif fam.qwen_sliding:
         first = _as_int(d.get("max_window_layers", 28), "max_window_layers", model)
         n_sliding = max(0, n_layers - first)
@@ -243,6 +263,9 @@ def _sliding(d: dict[str, Any], fam: _Family, n_layers: int, model: str) -> tupl
 
 def _config_dict(config: Any) -> dict[str, Any]:
     if isinstance(config, dict):
+        text = config.get("text_config")
+        if config.get("model_type") in _TEXT_OF and isinstance(text, dict):
+            return {"model_type": _TEXT_OF[config["model_type"]], **text}
         return dict(config)
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
@@ -320,6 +343,7 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
         mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
         sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
+        norms_per_layer=fam.norms_per_layer,
     )
 
 

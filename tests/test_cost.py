@@ -41,6 +41,9 @@ ARCHS = {
     "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 96}),
     "gpt_neox": ("gpt_neox", neox_small(vocab=1024, positions=256)),
     "opt": ("opt", opt_small(vocab=1024, positions=256)),
+    # layer 0 slides (window 6), layer 1 is global: the two kinds of layer in one cache
+    "gemma2_window6": ("gemma2", {**SMALL, "head_dim": 16, "sliding_window": 6}),
+    "gemma3_window6": ("gemma3_text", {**SMALL, "head_dim": 16, "sliding_window": 6, "sliding_window_pattern": 2}),
 }
 _MODELS: dict[str, tuple] = {}
 
@@ -144,7 +147,9 @@ def test_causal_flops_respect_the_sliding_window():
                                                      ("gpt_bigcode_mqa", 2, torch.float32),
                                                      ("gpt2", 2, torch.float32), ("gpt_neox", 2, torch.float32),
                                                      ("opt", 2, torch.float32),
-                                                     ("mistral_window6", 2, torch.float32)])
+                                                     ("mistral_window6", 2, torch.float32),
+                                                     ("gemma2_window6", 2, torch.float32),
+                                                     ("gemma3_window6", 1, torch.bfloat16)])
 def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
     model, spec = tiny(key)
     model = model.to(dtype)

@@ -54,8 +54,11 @@ def test_prefill_fills_all_prompt_columns_in_one_patch(run_data):
 def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
     events, ctx = run_data
     fig = charts.figure("latency", events, ctx)
-    prefill, measured, predicted, error = fig.data
+    prefill, measured, predicted, error, prefill_predicted = fig.data
     assert list(prefill.x) == [0]
+    # the prefill's prediction is its own labelled tick, not a circle lost beside the tall bar
+    assert list(prefill_predicted.y) == [events[0].predicted_ms]
+    assert f"predicted {events[0].predicted_ms:.0f} ms" in prefill_predicted.text[0]
     assert list(measured.x) == list(range(1, len(events)))
     assert len(predicted.x) == len(events) and len(error.y) == len(events)
     assert "predicted" in predicted.name and "measured" in measured.name
@@ -282,6 +285,15 @@ def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
     assert chunked.longest_gap_s() < whole.longest_gap_s() and chunked.first_token_s > whole.first_token_s
     values = sk.slot_values(events, ctx)
     assert values["stall_whole_s"] == f"{long_prefill_s:.1f}"
+    # a step of the three readers' decodes: weights once, each reader's arithmetic and cache reads
+    decode = perf.median_terms_ms(events)
+    fixed = sum(decode.get(k, 0.0) for k in perf.FIXED_TERMS)
+    scale = perf.tpot_ms(events) / sum(decode.values())
+    three_ms = scale * (fixed + len(sk.STREAMS) * (sum(decode.values()) - fixed))
+    ticks = whole.ticks_s[sk.STREAMS[0]]
+    assert (ticks[1] - ticks[0]) * 1e3 == pytest.approx(three_ms)
+    assert perf.tpot_ms(events) < three_ms < len(sk.STREAMS) * perf.tpot_ms(events)
+    assert values["three_step_ms"] == f"{three_ms:.0f}"
     text = lesson.text("serving", {**lesson.values_for(events, ctx), **values})
     assert "[[" not in text and "—" not in text
     assert len(sk.figure(events, ctx).data) > 0
@@ -295,7 +307,25 @@ def test_a_prefill_far_slower_than_predicted_is_explained(run_data):
     first = events[0]
     slow = dataclasses.replace(first, latency_ms=first.predicted_ms * 2)  # predicted 50% too fast
     close = dataclasses.replace(first, latency_ms=first.predicted_ms * 1.05)
-    assert "redrawing this page" in lesson.values_for([slow, *events[1:]], ctx)["prefill_error_note"]
+    assert "one short burst timed once" in lesson.values_for([slow, *events[1:]], ctx)["prefill_error_note"]
     assert lesson.values_for([close, *events[1:]], ctx)["prefill_error_note"] == ""
     text = lesson.text("latency", lesson.values_for([close, *events[1:]], ctx))
     assert "—" not in text and "[[" not in text
+
+
+def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(run_data):
+    """At a short context the KV series are slivers: the traffic and budget charts say in numbers
+    how big they are at the step last drawn, and the traffic note says they are too thin to see."""
+    events, ctx = run_data
+    last = len(events) - 1
+    b = events[-1].cost["bytes"]
+    share = 100.0 * (b["kv_read"] + b["kv_write"]) / b["total"]
+    traffic = charts.figure_dict("traffic", events, ctx)["layout"]["annotations"]
+    assert len(traffic) == 1 and f"KV cache at step {last}:" in traffic[0]["text"]
+    assert f"{share:.1f}% of its bytes (computed)" in traffic[0]["text"]
+    assert ("too thin to see" in traffic[0]["text"]) == (share < 3)
+    first = figures.traffic_patch(events, 0, ctx)["layout"]["annotations"][0]["text"]
+    assert first.startswith("KV cache at prefill:")
+    budget = charts.figure_dict("budget", events, ctx)["layout"]["annotations"]
+    kv_ms = events[-1].predicted_terms_ms["kv"]
+    assert f"step {last}: the KV cache's part is {kv_ms:.1f} of {events[-1].predicted_ms:.0f} ms" in budget[0]["text"]

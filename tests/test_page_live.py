@@ -132,6 +132,13 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     for name in ("latency", "traffic"):  # plain words for the reader, no code names
         text = page.locator(f".pd-chart[data-chart={name}]").inner_text()
         assert "core." not in text, text
+    # the cache's slivers are given in numbers above the charts they are too thin to see in
+    n = state["shown"] - 1
+    assert f"KV cache at step {n}:" in page.locator(".pd-chart[data-chart=traffic] .pd-chart-notes").inner_text()
+    assert f"step {n}: the KV cache's part is" in page.locator(".pd-chart[data-chart=budget] .pd-chart-notes").inner_text()
+    # what a screen reader is given: no icon names (Streamlit's icon ligatures are aria-hidden)
+    spoken = page.locator("body").aria_snapshot()
+    assert not [w for w in ("keyboard_arrow", "expand_more", "arrow_right") if w in spoken], spoken[:2000]
 
 
 def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):

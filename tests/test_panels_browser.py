@@ -88,7 +88,7 @@ def test_compare_batching_and_about_panels_render(app_server, light_page):
     assert "Your prompt (" in compare.locator(".gtitle").text_content()
     batching.get_by_role("button", name="Measure batch sizes").click()
     batching.get_by_text(YOUR_RUN).wait_for(timeout=180_000)  # the recording's text said this too: wait for ours
-    batching.get_by_text("from batch 1 to 16 the step time grew").wait_for(timeout=180_000)
+    batching.get_by_text("from batch 1 to 64 the step time grew").wait_for(timeout=180_000)
     assert batching.get_by_text("Recorded on ").count() == 0
     batching.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     assert "compute-bound from" in batching.locator(".js-plotly-plot").text_content()

@@ -21,6 +21,7 @@ PUBLISHED_PARAMS = [
      "and the model card)"),
     ("opt-1.3b", 1.32e9, 0.005, "facebook/opt-1.3b model page: 1.32B params; OPT paper (Zhang et al. 2022), "
      "Table 1: 1.3B"),
+    ("gemma-2-9b", 9_241_705_984, 0, "google/gemma-2-9b model page: 9.24B params (safetensors: 9,241,705,984)"),
 ]
 
 
@@ -36,3 +37,15 @@ def test_published_kv_cache_figures():
     assert kv_bytes_per_token(load_model_preset("llama-3.1-70b"), "bf16") == 327_680
     # Llama-2-13B, fp16, one 8,192-token sequence: about 6.7 GB (the usual "0.8 MB per token" figure)
     assert kv_cache_bytes(load_model_preset("llama-2-13b"), 8192, 1, "fp16") == pytest.approx(6.7e9, rel=0.01)
+
+
+def test_gemma_2_9b_window_layers_stop_growing():
+    """Gemma 2 9B: 42 layers alternating a 4,096-token window with global attention (Gemma 2 report,
+    Table 1), 8 KV heads of 256: 2 x 42 x 8 x 256 x 2 = 344,064 bf16 bytes per token while every
+    layer still grows; past the window only the 21 global layers do."""
+    spec = load_model_preset("gemma-2-9b")
+    assert (spec.n_layers, spec.n_sliding_layers, spec.sliding_window) == (42, 21, 4096)
+    assert kv_bytes_per_token(spec, "bf16") == 344_064
+    per_layer = 2 * 8 * 256 * 2
+    grown = kv_cache_bytes(spec, 32_768, 1, "bf16") - kv_cache_bytes(spec, 16_384, 1, "bf16")
+    assert grown == 21 * per_layer * 16_384  # only the global layers keep growing

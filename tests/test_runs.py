@@ -46,3 +46,56 @@ def test_stop_while_waiting_ends_the_run_at_once(tiny_model, monkeypatch):
     run.stop()
     run.join(30)
     assert not run.alive and run.status == "stopped" and len(run.events) < 4
+
+
+def test_a_page_pass_and_a_forward_take_turns(tiny_model, monkeypatch):
+    """While the page of a run draws (page_turn held) no forward starts, even though the model asks
+    again the moment its last forward ends; the wait is recorded as a pause and is not in any
+    step's time."""
+    monkeypatch.setattr(model_service, "_ceilings", Ceilings())
+    run = runs.GenerationRun(RunQueue(), tiny_model, "x", [1, 5, 6],
+                             GenerationSettings(max_new_tokens=500, stop_on_eos=False))
+    run.start()
+    deadline = time.monotonic() + 30
+    while len(run.events) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert run.active
+    for _ in range(3):  # three redraws, each holding the machine for a while
+        with runs.page_turn(run):
+            held = len(run.events)
+            time.sleep(0.3)
+            assert len(run.events) == held  # no step lands while the page draws
+        while len(run.events) < held + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the model goes on as soon as the page is done
+        assert len(run.events) >= held + 2
+    run.stop()
+    run.join(30)
+    assert len([p for p in run.pauses if p >= 0.25]) == 3, run.pauses
+    assert max(e.latency_ms for e in run.events) < 250  # the waits are not inside any timed step
+
+
+def test_turns_never_hang_a_side_that_waits_too_long():
+    from app.services.turns import Turns
+
+    turns = Turns(max_wait_s=0.2)
+    with turns.forward():  # a forward that never ends in time: the page goes ahead after the limit
+        t = time.perf_counter()
+        with turns.page():
+            assert time.perf_counter() - t >= 0.15
+    with turns.page(), turns.page():  # nested passes (a fragment inside a full pass) count twice
+        t = time.perf_counter()
+        with turns.forward():
+            assert time.perf_counter() - t >= 0.15
+    assert len(turns.pauses) == 1
+    with turns.forward():  # no page announced: no wait, no pause
+        pass
+    assert len(turns.pauses) == 1
+
+
+def test_page_turn_on_a_replay_or_nothing_holds_nothing():
+    class Replay:
+        active = True
+    with runs.page_turn(Replay()):
+        pass
+    with runs.page_turn(None):
+        pass

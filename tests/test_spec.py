@@ -51,6 +51,8 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
     "gpt_neox_tied_no_attn_bias": ("gpt_neox", {**neox_small(vocab=256, positions=128), "tie_word_embeddings": True,
                                                 "attention_bias": False, "use_parallel_residual": False}),
     "opt": ("opt", opt_small(vocab=256, positions=128)),
+    "gemma2_interleaved": ("gemma2", {**SMALL, "head_dim": 24, "sliding_window": 8}),
+    "gemma3_text_qk_norm": ("gemma3_text", {**SMALL, "num_hidden_layers": 6, "head_dim": 24, "sliding_window": 8}),
     "opt_no_bias_untied": ("opt", {**opt_small(vocab=256, positions=128), "enable_bias": False,
                                    "tie_word_embeddings": False}),
 }
@@ -216,3 +218,23 @@ def test_spec_is_frozen_and_serialisable():
 def test_opt_variants_the_spec_cannot_hold_are_refused_in_words(change, message):
     with pytest.raises(ValueError, match=message):
         spec_from_config({"model_type": "opt", **opt_small(vocab=256, positions=128), **change})
+
+
+def test_gemma_interleaves_window_layers_like_transformers_does():
+    """Without layer_types (older config.json files), Gemma 2 alternates sliding and global layers
+    and Gemma 3 keeps one global layer in sliding_window_pattern (default 6), as transformers does;
+    a Gemma 3 multimodal config is priced by its text decoder."""
+    for key in ("gemma2_interleaved", "gemma3_text_qk_norm"):
+        cfg = tiny_config(key)
+        spec = spec_from_config(cfg)
+        assert spec.n_sliding_layers == sum(t == "sliding_attention" for t in cfg.layer_types)
+        plain = {k: v for k, v in cfg.to_dict().items() if k != "layer_types"}
+        assert spec_from_config(plain) == spec
+    assert spec_from_config(tiny_config("gemma2_interleaved")).n_sliding_layers == 1  # of 2
+    gemma3 = spec_from_config(tiny_config("gemma3_text_qk_norm"))
+    assert gemma3.n_sliding_layers == 5 and gemma3.qk_norm and gemma3.norms_per_layer == 4  # of 6
+    text = {k: v for k, v in tiny_config("gemma3_text_qk_norm").to_dict().items() if k != "model_type"}
+    wrapped = spec_from_config({"model_type": "gemma3", "text_config": text, "vision_config": {}})
+    assert wrapped.params_total == gemma3.params_total and wrapped.model_type == "gemma3_text"
+    with pytest.raises(ValueError, match="sliding_window_pattern"):
+        spec_from_config({**plain, "model_type": "gemma3_text", "sliding_window_pattern": 0})

@@ -138,6 +138,14 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
         {"type": "bar", "x": [], "y": [], "name": "prediction error, % of measured (computed)",
          "marker": {"color": pal.GREY}, "yaxis": "y2",
          "hovertemplate": "step %{x}: predicted %{y:+.0f}% vs measured (computed)<extra></extra>"},
+        # The prefill's prediction as a wide tick across its bar, labelled: a small open circle on
+        # a tall bar was lost beside it.
+        {"type": "scatter", "mode": "markers+text", "x": [], "y": [], "text": [], "showlegend": False,
+         "name": "prefill predicted (latency model)", "textposition": "middle right",
+         "textfont": {"color": pal.PREDICTED, "size": 12}, "cliponaxis": False,
+         "marker": {"symbol": "line-ew-open", "size": 30, "color": pal.PREDICTED,
+                    "line": {"width": 3, "color": pal.PREDICTED}},
+         "hovertemplate": "prefill: %{y:.1f} ms predicted<extra></extra>"},
     ]
     layout = pal.base_layout(_latency_title(None, [], started=False), height=420)
     layout["margin"] = {**layout["margin"], "t": 90}  # a second title line (the errors) and the note
@@ -163,6 +171,8 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if e.predicted_ms is not None:
         append["2"] = {"x": [k], "y": [e.predicted_ms]}
         append["3"] = {"x": [k], "y": [perf.prediction_error_pct(e.predicted_ms, e.latency_ms)]}
+        if e.phase == "prefill":
+            append["4"] = {"x": [k], "y": [e.predicted_ms], "text": [f"  predicted {e.predicted_ms:.0f} ms"]}
     prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     pcts = (perf.prediction_error_pct(ev.predicted_ms, ev.latency_ms) for ev in events[1:k + 1])
     errors = [abs(x) for x in pcts if x is not None]
@@ -205,8 +215,9 @@ def traffic_base(ctx: RunContext) -> dict[str, Any]:
                  "name": "cumulative bytes, right axis (computed)", "line": {"color": pal.PURPLE, "width": 2},
                  "hovertemplate": "after step %{x}: %{y:,.0f} MB moved in total (computed)<extra></extra>"})
     layout = pal.base_layout("Memory traffic per forward: the bytes each step must move "
-                             "(computed from the model's shapes)", height=360, barmode="stack")
-    layout["margin"] = {**layout["margin"], "r": 70}  # the cumulative axis' ticks and title on the right
+                             "(computed from the model's shapes)", height=360, barmode="stack",
+                             meta={"notes_row": True})  # the KV note arrives with the first step
+    layout["margin"] = {**layout["margin"], "r": 70, "t": 80}  # right: the cumulative axis; top: the KV note
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill)"},
                        "range": [-0.7, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "MB per step"}, "rangemode": "tozero"}
@@ -226,7 +237,21 @@ def traffic_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     append = {str(i): {"x": [k], "y": [round(b[key] / MB, 4)]} for i, (key, _, _) in enumerate(TRAFFIC_PARTS)}
     total = sum((ev.cost or {}).get("bytes", {}).get("total", 0) for ev in events[:k + 1])
     append["3"] = {"x": [k], "y": [round(total / MB, 3)]}
-    return {"append": append}
+    return {"append": append, "layout": {"annotations": [_kv_traffic_note(e, k)]}}
+
+
+def _kv_traffic_note(e: Event, k: int) -> dict[str, Any]:
+    """The cache's share of this step's bytes in words above the chart: at a short context its
+    two series are slivers no reader can see, and the numbers say so."""
+    b = e.cost["bytes"]
+    kv = b["kv_read"] + b["kv_write"]
+    share = 100.0 * kv / b["total"] if b["total"] else 0.0
+    where = "prefill" if e.phase == "prefill" else f"step {k}"
+    text = (f"KV cache at {where}: {fmt_bytes(b['kv_read'])} read + {fmt_bytes(b['kv_write'])} written, "
+            f"{share:.1f}% of its bytes (computed)")
+    if share < 3:
+        text += ": too thin to see at this length"
+    return _note(text, 0, 1.02, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KV_READ})
 
 
 def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> go.Figure:
@@ -342,8 +367,8 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                                   "calibrated bandwidth<extra></extra>"})
     layout = pal.base_layout("Why a decode step takes longer than bytes ÷ bandwidth<br><sub>each bar: the "
                              "prediction split into its parts; diamonds: measured</sub>", height=380,
-                             barmode="stack", bargap=0.15)
-    layout["margin"] = {**layout["margin"], "t": 70}
+                             barmode="stack", bargap=0.15, meta={"notes_row": True})
+    layout["margin"] = {**layout["margin"], "t": 95}  # the two-line title, then the KV note
     layout["xaxis"] = {"title": {"text": "decode step"}, "range": [0.3, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "ms per step"}, "rangemode": "tozero"}
     return {"data": data, "layout": layout}
@@ -360,7 +385,15 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     paper = perf.paper_ms(e, ctx.ceilings.bandwidth)
     if paper is not None:
         append["5"] = {"x": [k], "y": [round(paper, 3)]}
-    return {"append": append}
+    patch: Patch = {"append": append}
+    terms = e.predicted_terms_ms
+    if terms and e.predicted_ms:
+        kv = terms.get("kv", 0.0)
+        text = (f"step {k}: the KV cache's part is {kv:.1f} of {e.predicted_ms:.0f} ms predicted "
+                f"({100.0 * kv / e.predicted_ms:.1f}%), the thin orange slice; it grows with every token")
+        patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
+                                                 font={"size": 12, "color": pal.KV_READ})]}
+    return patch
 
 
 def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which: str = "key") -> go.Figure:

@@ -39,7 +39,7 @@ def text(name: str, values: dict[str, str] | None = None) -> str:
 
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     """Slot values from a run's events and context; a slot with no value reads as a dash."""
-    v: dict[str, str] = {}
+    v: dict[str, str] = {"pause_note": ""}  # the live view fills it from its run (pause_note)
     if ctx is None:
         return v
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
@@ -63,9 +63,9 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
             v["prefill_error"] = signed_pct(prefill_error)
             v["prefill_predicted_ms"] = f"{events[0].predicted_ms:.0f}"
             v["prefill_error_note"] = (
-                ". A prefill timed on this page usually runs slower than predicted: it starts right after the "
-                "click, while the server keeps redrawing this page in Python on the same CPU cores, which the "
-                "latency model, fitted on runs without a page, does not see" if prefill_error < -20 else "")
+                ". A prefill is one short burst timed once, so whatever else this computer does at that "
+                "moment lands in it (a browser drawing this page on the same machine, another reader's page); "
+                "the decode steps are many, and their median shrugs such moments off" if prefill_error < -20 else "")
         v["kv_columns"] = str(events[-1].kv_seq_len)
         if events[0].cost:
             cost = events[0].cost
@@ -82,6 +82,16 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     if events:
         v.update(_prefill_figures(events[0], ctx))
     return v
+
+
+def pause_note(pauses: list[float] | None) -> str:
+    """The sentence saying how long the model waited for its own page's redraws (app.services.runs
+    page_turn), so a reader comparing the step times with the clock knows where the rest went."""
+    if not pauses:
+        return ""
+    return (f" While a run goes, the server redraws this page about once a second, in Python on the same "
+            f"cores; the model waits between steps for each redraw so they never land in a timed step "
+            f"(this run: {len(pauses)} waits, {sum(pauses):.1f} s in all, not counted in any step).")
 
 
 def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
@@ -124,7 +134,9 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = f"{measured:.0f}"
     mean = statistics.fmean(e.latency_ms for e in decode)
-    v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms)"
+    v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms: "
+                      "other work on this computer landed in them, such as a browser drawing this page on the same machine "
+                      "or other readers' runs and pages)"
                       if mean > 1.05 * measured else "")
     v["rest_sentence"] = _rest_sentence(measured, pred)
     return v

@@ -241,11 +241,11 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
            f"({_num(t0)} → {_num(t1)} ms per step) while {b1 / b0:g}× as many "
            f"sequences shared each step, so the tokens per second grew **×{r1 / r0:.1f}** "
            f"({_num(r0)} → {_num(r1)} tokens/s)."]
-    prev = rows[-2]
-    gain = _rate(last) / _rate(prev)
-    out[0] += (f" The last step up ({prev['batch']} → {b1}) still multiplied the throughput by {gain:.2f} "
-               f"({last['batch'] / prev['batch']:.0f} would mean the extra rows cost no time at all, 1 that they "
-               "gained nothing).")
+    doublings = [(a["batch"], b["batch"], _rate(b) / _rate(a)) for a, b in zip(rows, rows[1:], strict=False)]
+    out[0] += (" Step by step up the batch sizes the throughput was multiplied by "
+               + ", ".join(f"×{g:.2f} ({a} → {b})" for a, b, g in doublings)
+               + f": ×{doublings[-1][1] / doublings[-1][0]:.0f} would mean the extra rows cost no time at all, "
+               "×1 that they gained nothing.")
     jump = _unforeseen_jump(rows)
     if jump:
         out.append(jump)
@@ -264,7 +264,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
                        f"**{est:.0f}**.")
     if crossover:
         side = ("past the measured range, where only the dashed predicted line goes" if crossover > b1
-                else "inside the measured range")
+                else "inside the measured range: the measured gains above show what happened there")
         bullets.append(f"- *Latency model (predicted):* its arithmetic time, with coefficients fitted to "
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "

@@ -3,7 +3,8 @@
 Three readers are decoding together, one token per step; a long prompt arrives. Served whole, its
 prefill is one long iteration and every stream waits for it; served in chunks, each iteration
 carries a slice of the prompt beside the decodes, so the streams keep ticking, a little slower.
-A decode step takes this run's measured TPOT; a prefill of any length is this run's predicted
+A step of the three readers' decodes is this run's decode terms (median) scaled to its measured TPOT,
+the fixed part (overhead, weights) once and the per-row part (arithmetic, cache) three times; a prefill of any length is this run's predicted
 prefill terms scaled to that length (core.perf.scaled_prefill_ms), after scaling every term so the
 run's own prompt gets exactly its measured TTFT (the prediction supplies the split between fixed and
 per-token cost, the measurement its size): an estimate, labelled as one.
@@ -58,10 +59,15 @@ def timelines(events: list[Event], ctx: RunContext, long_prompt: int = LONG_PROM
     priced = events[0].n_new
     to_measured = events[0].latency_ms / sum(terms.values())
     terms = {k: v * to_measured for k, v in terms.items()}
+    decode_terms = perf.median_terms_ms(events)
+    if sum(decode_terms.values()) > 0:
+        decode_terms = {k: v * tpot / sum(decode_terms.values()) for k, v in decode_terms.items()}
+    else:  # no split recorded: one decode row's measured time for the whole step
+        decode_terms = {"overhead": tpot}
 
     def step_s(prompt_tokens: int) -> float:  # one iteration: some prompt tokens beside the decodes
         if not prompt_tokens:
-            return tpot / 1e3
+            return perf.scaled_prefill_ms(decode_terms, 1, len(STREAMS)) / 1e3
         return perf.scaled_prefill_ms(terms, priced, prompt_tokens + len(STREAMS)) / 1e3
 
     out = []
@@ -120,7 +126,8 @@ def slot_values(events: list[Event], ctx: RunContext) -> dict[str, Any]:
     if pair is None:
         return {}
     whole, chunked = pair
-    return {"long_prompt": f"{LONG_PROMPT:,}", "chunk": str(CHUNK),
+    return {"three_step_ms": f"{1000 * (whole.ticks_s[STREAMS[0]][1] - whole.ticks_s[STREAMS[0]][0]):.0f}",
+            "long_prompt": f"{LONG_PROMPT:,}", "chunk": str(CHUNK),
             "stall_whole_s": f"{whole.longest_gap_s():.1f}", "stall_chunk_s": f"{chunked.longest_gap_s():.2f}",
             "first_whole_s": f"{whole.first_token_s - whole.ticks_s[STREAMS[0]][STEPS_BEFORE - 1]:.1f}",
             "first_chunk_s": f"{chunked.first_token_s - chunked.ticks_s[STREAMS[0]][STEPS_BEFORE - 1]:.1f}",

@@ -51,14 +51,21 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
                 ...Array.from(document.querySelectorAll('*')).map(e => e.scrollHeight))""")
             page.set_viewport_size({"width": width, "height": int(height)})
             page.wait_for_timeout(1500)
-            (out / "page.txt").write_text(page.evaluate("() => document.body.innerText"))
+            # the text a screen reader gets: Streamlit's icon ligatures ("keyboard_arrow_right") are aria-hidden
+            (out / "page.txt").write_text(page.evaluate("""() => {
+                const hidden = Array.from(document.querySelectorAll('[aria-hidden="true"]'));
+                const was = hidden.map(e => e.style.display);
+                hidden.forEach(e => { e.style.display = 'none'; });
+                const text = document.body.innerText;
+                hidden.forEach((e, i) => { e.style.display = was[i]; });
+                return text; }"""))
             full = out / "page-full.png"
             page.screenshot(path=str(full), full_page=True)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    image = Image.open(full)
+    image = _trim_bottom(Image.open(full))
     tiles = []
     for k, top in enumerate(range(0, image.height, TILE_PX)):
         tile = out / f"page-{k:02d}.png"
@@ -66,6 +73,16 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
         tiles.append(tile)
     full.unlink()
     return tiles
+
+
+def _trim_bottom(image):
+    """The page less the empty space under its last line, so no tile is a blank one."""
+    from PIL import Image, ImageChops
+
+    rgb = image.convert("RGB")
+    background = Image.new("RGB", rgb.size, rgb.getpixel((rgb.width - 1, rgb.height - 1)))
+    box = ImageChops.difference(rgb, background).getbbox()
+    return image if box is None else image.crop((0, 0, image.width, min(image.height, box[3] + 40)))
 
 
 def main(argv: list[str] | None = None) -> int:

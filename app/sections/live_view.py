@@ -17,6 +17,7 @@ import streamlit as st
 from app import state
 from app.components import charts, lesson
 from app.components import live_component as live
+from app.services.runs import page_turn
 
 TEXT_REFRESH_S = 2.0
 POLL_S = 1.0  # each pass costs the server and the browser a Streamlit render: once a second is enough
@@ -54,7 +55,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
     now = time.monotonic()
     if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
         return cached["texts"]
-    values = lesson.values_for(events, ctx)
+    values = {**lesson.values_for(events, ctx), "pause_note": lesson.pause_note(getattr(run, "pauses", None))}
     texts = {c.lesson: lesson.text(c.lesson, values) for c in charts.LIVE_CHARTS}
     state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
     return texts
@@ -69,7 +70,7 @@ def live_view(model_config: Any) -> None:
 def _live_body(model_config: Any) -> None:
     # Keyed so live.css can switch off Streamlit's fade of "stale" elements in here: every pass
     # re-sends this whole section, and on a busy machine the fade made a running page look greyed out.
-    with st.container(key="pd_live"):
+    with st.container(key="pd_live"), page_turn(state.current_run()):
         _live_content(model_config)
 
 

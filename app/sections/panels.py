@@ -199,7 +199,7 @@ def _batching_body(loaded: Any) -> None:
         st.caption(NO_MODEL if loaded is None else
                    f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
                    "(median shown), measured on this server; the latency model goes on to batch 128. "
-                   "About 15 s.")
+                   "About 20 s.")
     shown = None
     with left:
         if job is not None:

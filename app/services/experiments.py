@@ -28,7 +28,7 @@ from core.predictor import cost_for_event, host_predictor
 from core.runner import NO_CACHE_MAX_NEW_TOKENS, GenerationSettings, encode_prompt, run
 from core.spec import spec_from_config
 
-BATCH_SIZES = (1, 2, 4, 8, 16)
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 PREDICTED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)  # the predictor goes on past what is measured
 BATCH_PROMPT = "Tell me a short story about a robot."
 BATCH_STEPS = 8

@@ -7,14 +7,17 @@ one Event per forward. The fragment that draws reads `events` and never blocks t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from app.services.context import RunContext, build_context
 from app.services.jobs import ModelJob, RunQueue
 from app.services.model import get_ceilings, make_annotator
+from app.services.turns import Turns
 from core.runner import GenerationSettings, environment, run
 from core.settings import bench_log
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
@@ -42,6 +45,7 @@ class GenerationRun(ModelJob):
         self.wall: list[float] = []  # seconds from the prefill's start to each event's arrival
         self.ctx: RunContext | None = None
         self.stop_reason: str | None = None
+        self.turns = Turns()  # the model's forwards and this run's page redraws (app.services.turns)
 
     def page_drawn(self) -> None:
         """The page that started this run has finished its script pass: timing may begin."""
@@ -66,8 +70,12 @@ class GenerationRun(ModelJob):
         annotate = make_annotator(self.loaded)
         self.progress = "running"
         start = time.perf_counter()
-        for event in run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop,
-                         annotate=annotate):
+        steps = run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop, annotate=annotate)
+        while True:
+            with self.turns.forward():
+                event = next(steps, None)
+            if event is None:
+                break
             self.events.append(event)  # list.append is atomic: readers see whole events only
             self.wall.append(time.perf_counter() - start)
         if bench_log() and self.wall_decode_tokens_per_s():
@@ -80,6 +88,11 @@ class GenerationRun(ModelJob):
             self.stop_reason = STOP_MAX_NEW_TOKENS
         else:
             self.stop_reason = STOP_EOS
+
+    @property
+    def pauses(self) -> list[float]:
+        """Seconds the model waited for this run's page to finish a redraw, one entry per wait."""
+        return self.turns.pauses
 
     @property
     def generated_text(self) -> str:
@@ -97,3 +110,16 @@ class GenerationRun(ModelJob):
                      generated_text=self.generated_text, prompt_text=self.prompt,
                      stop_reason=self.stop_reason, environment=environment(),
                      prompt_tokens=list(self.ctx.prompt_tokens) if self.ctx is not None else None)
+
+
+
+@contextlib.contextmanager
+def page_turn(run: Any) -> Iterator[None]:
+    """Hold the model between forwards while this pass draws the page of `run` (app.services.turns).
+    Runs without a model behind them (replays) and finished runs have nothing to hold."""
+    turns = getattr(run, "turns", None)
+    if turns is None or not getattr(run, "active", False):
+        yield
+        return
+    with turns.page():
+        yield

@@ -13,6 +13,7 @@ from app import state
 from app.components import lesson
 from app.sections import after_run, inputs, live_view, model_gate, presenter, recordings, share_links
 from app.services.model import start_calibration
+from app.services.runs import page_turn
 
 TITLE = "Prefill & Decode Lab"
 PAGE_CSS = """
@@ -24,6 +25,12 @@ PAGE_CSS = """
 
 
 def render() -> None:
+    # A pass mid-run (a reader moving a widget) takes turns with the model like the live redraws.
+    with page_turn(state.current_run()):
+        _render()
+
+
+def _render() -> None:
     state.begin_full_pass()
     share_links.apply_link_once()  # a link's values go into the widgets before any widget is drawn
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
