@@ -70,6 +70,11 @@ FAMILIES: dict[str, _Family] = {
     # (opt-350m) add matrices this spec has no place for; they are refused, not priced with a guess.
     "opt": _Family(gated_mlp=False, qkv_bias="enable_bias", o_bias="enable_bias", mlp_bias="enable_bias",
                    bias_default=True, norm="layernorm", tied_default=True),
+    # Falcon: LayerNorm, a plain GELU MLP (ffn_hidden_size, default 4 x hidden), one `bias` switch for
+    # every linear, a tied head; multi-query (one KV head, falcon-7b) or, in the new decoder
+    # architecture (falcon-40b/180b), num_kv_heads groups. Rotary or ALiBi: neither has weights.
+    "falcon": _Family(gated_mlp=False, qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm="layernorm",
+                      tied_default=True),
     "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
                     mlp_bias=True),
     "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
@@ -82,7 +87,7 @@ _ARCH_TO_TYPE = {
     "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
     "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt", "Gemma2ForCausalLM": "gemma2",
-    "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForCausalLM": "gemma3_text", "FalconForCausalLM": "falcon",
 }
 # Multimodal wrappers whose text decoder is what the cost model prices (its config sits in text_config).
 _TEXT_OF = {"gemma3": "gemma3_text"}
@@ -296,7 +301,25 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
     def need(*keys: str) -> int:
         return _as_int(_read(d, *keys, model=label), keys[0], label)
 
-    if fam.gpt_style:
+    norms_per_layer = fam.norms_per_layer
+    if model_type == "falcon":
+        hidden = need("hidden_size", "n_embed")
+        n_layers = need("num_hidden_layers", "n_layer")
+        n_heads = need("num_attention_heads", "n_head")
+        max_positions = _as_int(_read(d, "max_position_embeddings", default=2048), "max_position_embeddings", label)
+        if hidden % n_heads:
+            raise ValueError(f"{label}: hidden_size ({hidden}) is not divisible by num_attention_heads ({n_heads})")
+        head_dim = hidden // n_heads
+        new_arch = bool(d.get("new_decoder_architecture", False))
+        groups = _as_int(_read(d, "num_kv_heads", "n_head_kv", default=n_heads), "num_kv_heads", label)
+        n_kv = groups if new_arch or not d.get("multi_query", True) else 1
+        mlp_width = _as_int(_read(d, "ffn_hidden_size", default=4 * hidden), "ffn_hidden_size", label)
+        # parallel attention normalises once per block (twice in the new architecture, one norm per
+        # branch); the sequential block normalises before attention and before the MLP
+        n_ln = d.get("num_ln_in_parallel_attn") or (2 if new_arch else 1)
+        norms_per_layer = 2 if not d.get("parallel_attn", True) or n_ln == 2 else 1
+        norm, learned_pos = fam.norm, False
+    elif fam.gpt_style:
         if d.get("add_cross_attention"):
             raise ValueError(f"{label}: add_cross_attention models are not supported")
         hidden = need("n_embd", "hidden_size")
@@ -343,7 +366,7 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
         mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
         sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
-        norms_per_layer=fam.norms_per_layer,
+        norms_per_layer=norms_per_layer,
     )
 
 

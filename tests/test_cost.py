@@ -28,7 +28,7 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
-from tests.tiny_configs import gpt_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import falcon_small, gpt_small, neox_small, opt_small, small  # noqa: E402
 
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
 SMALL = small(vocab=1024, positions=256)
@@ -41,6 +41,9 @@ ARCHS = {
     "gpt_bigcode_mqa": ("gpt_bigcode", {**GPT_SMALL, "n_inner": 96}),
     "gpt_neox": ("gpt_neox", neox_small(vocab=1024, positions=256)),
     "opt": ("opt", opt_small(vocab=1024, positions=256)),
+    "falcon_mqa": ("falcon", falcon_small(vocab=1024, positions=256)),
+    "falcon_new_arch": ("falcon", {**falcon_small(vocab=1024, positions=256), "new_decoder_architecture": True,
+                                   "num_kv_heads": 2, "bias": True}),
     # layer 0 slides (window 6), layer 1 is global: the two kinds of layer in one cache
     "gemma2_window6": ("gemma2", {**SMALL, "head_dim": 16, "sliding_window": 6}),
     "gemma3_window6": ("gemma3_text", {**SMALL, "head_dim": 16, "sliding_window": 6, "sliding_window_pattern": 2}),
@@ -69,8 +72,9 @@ def counted(model, **inputs) -> tuple[int, dict[str, int]]:
     with counter, torch.no_grad():
         model(**inputs)
     per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
-    attn = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn|attention)$", k))
-    proj = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn|attention)\.\w+$", k))
+    attn = sum(v for k, v in per_module.items() if re.search(_LAYER + r"(?:self_attn|attn|attention|self_attention)$", k))
+    proj = sum(v for k, v in per_module.items()
+               if re.search(_LAYER + r"(?:self_attn|attn|attention|self_attention)\.\w+$", k))
     parts = {
         "attn_proj": proj,
         "attn_scores": attn - proj,  # matmuls inside the attention module but outside its linears
@@ -149,6 +153,7 @@ def test_causal_flops_respect_the_sliding_window():
                                                      ("opt", 2, torch.float32),
                                                      ("mistral_window6", 2, torch.float32),
                                                      ("gemma2_window6", 2, torch.float32),
+                                                     ("falcon_mqa", 2, torch.float32),
                                                      ("gemma3_window6", 1, torch.bfloat16)])
 def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
     model, spec = tiny(key)
@@ -304,3 +309,16 @@ def test_estimate_window_caps_final_cache():
     est = estimate(spec, 5000, 10, 1, "bf16")
     assert est["kv_bytes_final"] == kv_bytes_per_token(spec, "bf16") * 4095
     assert math.isclose(est["kv_bytes_per_token"], 131_072)
+
+
+def test_falcon_new_architecture_cache_is_broadcast_in_transformers():
+    """Falcon's new decoder architecture has num_kv_heads groups, and that is what the cost model
+    (like a serving engine) stores; transformers broadcasts each group's K and V to every query
+    head before caching, so its cache holds n_heads / n_kv_heads times as much."""
+    model, spec = tiny("falcon_new_arch")
+    cache = transformers.DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=torch.randint(0, spec.vocab, (1, 7)), cache=cache, use_cache=True, logits_to_keep=1)
+    held = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+    assert spec.n_kv_heads == 2 < spec.n_heads
+    assert held == kv_cache_bytes(spec, 7, 1, "fp32") * spec.n_heads // spec.n_kv_heads

@@ -21,6 +21,7 @@ PUBLISHED_PARAMS = [
      "and the model card)"),
     ("opt-1.3b", 1.32e9, 0.005, "facebook/opt-1.3b model page: 1.32B params; OPT paper (Zhang et al. 2022), "
      "Table 1: 1.3B"),
+    ("falcon-7b", 6.92e9, 0.001, "tiiuae/falcon-7b model page: 6.92B params (safetensors); 7B in the Falcon paper"),
     ("gemma-2-9b", 9_241_705_984, 0, "google/gemma-2-9b model page: 9.24B params (safetensors: 9,241,705,984)"),
 ]
 
@@ -49,3 +50,12 @@ def test_gemma_2_9b_window_layers_stop_growing():
     per_layer = 2 * 8 * 256 * 2
     grown = kv_cache_bytes(spec, 32_768, 1, "bf16") - kv_cache_bytes(spec, 16_384, 1, "bf16")
     assert grown == 21 * per_layer * 16_384  # only the global layers keep growing
+
+
+def test_falcon_7b_multi_query_cache():
+    """Falcon-7B: multi-query attention, one K and one V head of 64 per layer for all 71 query heads
+    (Falcon paper, section 4.1): 2 x 32 x 1 x 64 x 2 = 8,192 bf16 bytes per token, 71x less than
+    multi-head attention would keep."""
+    spec = load_model_preset("falcon-7b")
+    assert (spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.norms_per_layer) == (71, 1, 64, 1)
+    assert kv_bytes_per_token(spec, "bf16") == 8_192

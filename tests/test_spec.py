@@ -26,7 +26,7 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
-from tests.tiny_configs import gpt_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import falcon_small, gpt_small, neox_small, opt_small, small  # noqa: E402
 
 SMALL = small(vocab=256, positions=128)
 GPT_SMALL = gpt_small(vocab=256, positions=128)
@@ -51,6 +51,11 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
     "gpt_neox_tied_no_attn_bias": ("gpt_neox", {**neox_small(vocab=256, positions=128), "tie_word_embeddings": True,
                                                 "attention_bias": False, "use_parallel_residual": False}),
     "opt": ("opt", opt_small(vocab=256, positions=128)),
+    "falcon_mqa_parallel": ("falcon", falcon_small(vocab=256, positions=128)),
+    "falcon_new_arch_groups": ("falcon", {**falcon_small(vocab=256, positions=128), "new_decoder_architecture": True,
+                                          "num_kv_heads": 2, "bias": True, "ffn_hidden_size": 96}),
+    "falcon_sequential_mha_untied": ("falcon", {**falcon_small(vocab=256, positions=128), "parallel_attn": False,
+                                                "multi_query": False, "bias": True, "tie_word_embeddings": False}),
     "gemma2_interleaved": ("gemma2", {**SMALL, "head_dim": 24, "sliding_window": 8}),
     "gemma3_text_qk_norm": ("gemma3_text", {**SMALL, "num_hidden_layers": 6, "head_dim": 24, "sliding_window": 8}),
     "opt_no_bias_untied": ("opt", {**opt_small(vocab=256, positions=128), "enable_bias": False,

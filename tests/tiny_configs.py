@@ -29,3 +29,10 @@ def opt_small(vocab: int, positions: int) -> dict:
     return {"hidden_size": 64, "ffn_dim": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
             "word_embed_proj_dim": 64, "vocab_size": vocab, "max_position_embeddings": positions,
             "pad_token_id": 1, "bos_token_id": None, "eos_token_id": None}
+
+
+def falcon_small(vocab: int, positions: int) -> dict:
+    """The same size as a Falcon config: falcon-7b's layout (multi-query, parallel attention, no biases)."""
+    return {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": vocab,
+            "max_position_embeddings": positions, "multi_query": True, "parallel_attn": True,
+            "new_decoder_architecture": False, "bias": False, "alibi": False, **NO_IDS}
