@@ -39,6 +39,9 @@ class ForwardCost:
     flops: dict[str, int]
     flops_attn_causal: int
     bytes: dict[str, int]
+    # Mixture of experts: expected distinct experts each MoE layer reads in this forward (None
+    # for a dense model). Its weight bytes count these experts only.
+    experts_read: float | None = None
 
     @property
     def intensity(self) -> float:
@@ -49,7 +52,7 @@ class ForwardCost:
         return {
             "n_new": self.n_new, "n_cached": self.n_cached, "batch": self.batch,
             "flops": dict(self.flops), "flops_attn_causal": self.flops_attn_causal,
-            "bytes": dict(self.bytes), "intensity": self.intensity,
+            "bytes": dict(self.bytes), "intensity": self.intensity, "experts_read": self.experts_read,
         }
 
 
@@ -201,10 +204,14 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
 
     # Two matmuls (scores, weighted sum) of h x d_h per (query, key) pair, 2 FLOPs per multiply-add.
     per_pair = 2 * 2 * s.n_heads * s.head_dim
+    # Each token runs the dense MLPs whole and, in an MoE layer, the router, the shared expert and
+    # its k routed experts; the weights read are the experts any token of the forward was routed to.
+    experts = s.experts_read(tokens) if s.is_moe else None
+    mlp_per_token = int(s.mlp_params_read(s.experts_per_token))
     flops = {
         "attn_proj": 2 * tokens * s.attn_matrix_params,
         "attn_scores": per_pair * pairs,
-        "mlp": 2 * tokens * s.mlp_matrix_params,
+        "mlp": 2 * tokens * mlp_per_token,
         "lm_head": 2 * lm_rows * s.hidden * s.vocab,
     }
     flops["total"] = sum(flops.values())
@@ -212,7 +219,7 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     # Weights: each matrix once per forward, whatever the batch; of an embedding table only the
     # rows looked up, unless the LM head (tied or not) reads a whole vocab x hidden matrix anyway.
     runs_head = lm_rows > 0
-    matrix_elems = s.attn_matrix_params + s.mlp_matrix_params
+    matrix_elems = s.attn_matrix_params + (round(s.mlp_params_read(experts)) if s.is_moe else s.mlp_matrix_params)
     if runs_head:
         matrix_elems += s.vocab * s.hidden
     if not (s.tied_embeddings and runs_head):
@@ -224,8 +231,16 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
 
     # Activations: each linear's input read once (a fused group reads it once) and output written.
     per_token_layer = (s.hidden + qkv_out) + (s.q_dim + s.hidden)  # qkv projection, output projection
-    per_token_layer += (s.hidden + s.mlp_in_matrices * s.mlp_width) + (s.mlp_width + s.hidden)
+    dense_mlp = (s.hidden + s.mlp_in_matrices * s.mlp_width) + (s.mlp_width + s.hidden)
     act_elems = tokens * s.n_layers * per_token_layer + lm_rows * (s.hidden + s.vocab)
+    act_elems += tokens * (s.n_layers - s.n_moe_layers) * dense_mlp
+    if s.is_moe:  # the router, each routed expert's gated MLP, the shared expert and its gate
+        def gated(width: int) -> int:
+            return (s.hidden + 2 * width) + (width + s.hidden)
+        moe = (s.hidden + s.n_experts) + s.experts_per_token * gated(s.expert_width)
+        if s.shared_expert_width:
+            moe += gated(s.shared_expert_width) + (s.hidden + 1)
+        act_elems += tokens * s.n_moe_layers * moe
 
     nbytes_ = {
         "weights": nbytes(matrix_elems, w_dt) + nbytes(vector_elems, a_dt),
@@ -236,7 +251,7 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     nbytes_["total"] = sum(nbytes_.values())
     widest = max(clean, key=lambda r: (r[0], r[1]))
     return ForwardCost(n_new=widest[0], n_cached=widest[1], batch=n_rows, flops=flops,
-                       flops_attn_causal=per_pair * causal_pairs, bytes=nbytes_)
+                       flops_attn_causal=per_pair * causal_pairs, bytes=nbytes_, experts_read=experts)
 
 
 def _flat(cost: ForwardCost) -> list[int]:
@@ -301,8 +316,15 @@ def estimate(spec: ModelSpec, prompt_len: int, gen_len: int, batch: int = 1, dty
     prefill["n_tokens"] = prompt_len
     decode = _phase(_sum_decode(spec, prompt_len, prompt_len + gen_len - 2, batch, kwargs))
     decode["steps"] = gen_len - 1
+    moe: dict[str, Any] = {}
+    if spec.is_moe:  # a decode step routes `batch` tokens; the prefill all of its prompt tokens
+        moe = {"n_experts": spec.n_experts, "experts_per_token": spec.experts_per_token,
+               "experts_read_per_layer": spec.experts_read(batch)}
+        prefill["experts_read_per_layer"] = spec.experts_read(prompt_len * batch)
     return {
         "params": spec.params_total,
+        "active_params": spec.params_active,
+        **moe,
         "dtypes": {"weights": w_dt, "activations": a_dt, "kv": kv_dt},
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_dt),
         # the last generated token is never fed back, so it never enters the cache

@@ -49,7 +49,6 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     result["hardware"] = hardware
     result["batch"] = batch
     result["predictor"] = pred.describe()
-    result["active_params"] = spec.params_total  # every weight is read each step in a dense model
     result["tp"] = tp
     _add_fit(result, spec, hardware, prompt_len, gen_len, batch, w_dt, kv_dt, tp, measure)
     return result

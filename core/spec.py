@@ -39,6 +39,7 @@ class _Family:
     # Without layer_types, every `window_pattern`-th layer (counting from 1) is global and the rest
     # slide (Gemma 2: alternate; Gemma 3: five local to one global, its sliding_window_pattern).
     window_pattern: int | None = None
+    moe: str | None = None  # "mixtral" or "qwen": how the config names its experts (see _experts)
 
 
 FAMILIES: dict[str, _Family] = {
@@ -75,6 +76,13 @@ FAMILIES: dict[str, _Family] = {
     # architecture (falcon-40b/180b), num_kv_heads groups. Rotary or ALiBi: neither has weights.
     "falcon": _Family(gated_mlp=False, qkv_bias="bias", o_bias="bias", mlp_bias="bias", norm="layernorm",
                       tied_default=True),
+    # Mixture of experts: every MLP (Mixtral) or the sparse layers (Qwen MoE) hold num_experts gated
+    # experts and a router; each token runs its top num_experts_per_tok. Qwen2-MoE adds a shared
+    # expert behind a one-output gate on every sparse layer.
+    "mixtral": _Family(moe="mixtral"),
+    "qwen2_moe": _Family(qkv_bias="qkv_bias", bias_default=True, qwen_sliding=True, moe="qwen"),
+    "qwen3_moe": _Family(qkv_bias="attention_bias", o_bias="attention_bias", qk_norm=True, qwen_sliding=True,
+                         moe="qwen"),
     "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
                     mlp_bias=True),
     "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
@@ -87,7 +95,8 @@ _ARCH_TO_TYPE = {
     "Qwen3ForCausalLM": "qwen3", "GemmaForCausalLM": "gemma", "SmolLM3ForCausalLM": "smollm3",
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
     "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt", "Gemma2ForCausalLM": "gemma2",
-    "Gemma3ForCausalLM": "gemma3_text", "FalconForCausalLM": "falcon",
+    "Gemma3ForCausalLM": "gemma3_text", "FalconForCausalLM": "falcon", "MixtralForCausalLM": "mixtral",
+    "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
 }
 # Multimodal wrappers whose text decoder is what the cost model prices (its config sits in text_config).
 _TEXT_OF = {"gemma3": "gemma3_text"}
@@ -125,6 +134,14 @@ class ModelSpec:
     sliding_window: int | None = None
     n_sliding_layers: int = 0
     pos_offset: int = 0  # extra rows of a learned position table (OPT's positions start at 2)
+    # Mixture of experts (all 0 for a dense model): experts per MoE layer, experts each token runs,
+    # one expert's width (a gated MLP), a shared expert's width (0: none), and how many layers are
+    # MoE layers (the others keep a dense MLP of mlp_width).
+    n_experts: int = 0
+    experts_per_token: int = 0
+    expert_width: int = 0
+    shared_expert_width: int = 0
+    n_moe_layers: int = 0
     params_embed: int = field(init=False)
     params_pos: int = field(init=False)
     params_attn: int = field(init=False)
@@ -150,6 +167,10 @@ class ModelSpec:
             raise ValueError(f"{self.name}: sliding_window and n_sliding_layers must be set together")
         if self.sliding_window is not None and self.sliding_window < 2:
             raise ValueError(f"{self.name}: sliding_window must be at least 2")
+        if self.n_moe_layers and not (0 < self.experts_per_token <= self.n_experts and self.expert_width > 0
+                                      and self.n_moe_layers <= self.n_layers):
+            raise ValueError(f"{self.name}: a mixture of experts needs 0 < experts per token <= experts, "
+                             "a positive expert width and at most n_layers MoE layers")
         d, L = self.hidden, self.n_layers
         counts = {
             "params_embed": self.vocab * d,
@@ -186,13 +207,54 @@ class ModelSpec:
         return self.n_layers * per_layer
 
     @property
+    def is_moe(self) -> bool:
+        return self.n_moe_layers > 0
+
+    @property
+    def expert_params(self) -> int:
+        """One expert of one layer: gate, up and down matrices."""
+        return 3 * self.hidden * self.expert_width
+
+    @property
+    def moe_layer_fixed_params(self) -> int:
+        """What every token of an MoE layer reads whatever its routing: the router, and the shared
+        expert with its one-output gate where there is one."""
+        shared = 3 * self.hidden * self.shared_expert_width + self.hidden if self.shared_expert_width else 0
+        return self.hidden * self.n_experts + shared
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """The MLP matrices of one dense layer."""
+        return (self.mlp_in_matrices + 1) * self.hidden * self.mlp_width
+
+    def mlp_params_read(self, experts: float) -> float:
+        """MLP matrix elements of all layers when each MoE layer reads `experts` of its experts."""
+        dense = (self.n_layers - self.n_moe_layers) * self.dense_mlp_params
+        return dense + self.n_moe_layers * (self.moe_layer_fixed_params + experts * self.expert_params)
+
+    def experts_read(self, tokens: int) -> float:
+        """Expected distinct experts one MoE layer reads for a forward of `tokens` tokens, routing
+        uniform and independent: E(1 - (1 - k/E)^tokens). k for one token, E for many."""
+        if not self.is_moe or tokens <= 0:
+            return 0.0
+        e, k = self.n_experts, self.experts_per_token
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    @property
+    def params_active(self) -> int:
+        """Parameters one token runs through: every expert it is not routed to left out (the total
+        for a dense model)."""
+        idle = self.n_moe_layers * (self.n_experts - self.experts_per_token) * self.expert_params
+        return self.params_total - idle
+
+    @property
     def mlp_in_matrices(self) -> int:
         """Matrices reading the block input: gate and up for a gated (SwiGLU/GeGLU) MLP, one otherwise."""
         return 2 if self.gated_mlp else 1
 
     @property
     def mlp_matrix_params(self) -> int:
-        return self.n_layers * (self.mlp_in_matrices + 1) * self.hidden * self.mlp_width
+        return int(self.mlp_params_read(self.n_experts))
 
     @property
     def mlp_bias_params(self) -> int:
@@ -358,6 +420,7 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
                 raise ValueError(f"{label}: OPT with layer norm after each block (do_layer_norm_before false) "
                                  "is not supported (opt-350m)")
     window, n_sliding = _sliding(d, fam, n_layers, label)
+    moe = _experts(d, fam, n_layers, mlp_width, label)
     return ModelSpec(
         name=label, model_type=model_type, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
         n_kv_heads=n_kv, head_dim=head_dim, mlp_width=mlp_width, gated_mlp=fam.gated_mlp,
@@ -366,8 +429,31 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
         mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
         sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
-        norms_per_layer=norms_per_layer,
+        norms_per_layer=norms_per_layer, **moe,
     )
+
+
+def _experts(d: dict[str, Any], fam: _Family, n_layers: int, mlp_width: int, model: str) -> dict[str, int]:
+    """The ModelSpec fields of a mixture of experts, named as transformers' configs name them."""
+    if fam.moe is None:
+        return {}
+    n_experts = _as_int(_read(d, "num_local_experts", "num_experts", model=model), "num_experts", model)
+    k = _as_int(_read(d, "num_experts_per_tok", model=model), "num_experts_per_tok", model)
+    if n_experts == 0:
+        return {}
+    if not 0 < k <= n_experts:
+        raise ValueError(f"{model}: num_experts_per_tok ({k}) must be between 1 and num_experts ({n_experts})")
+    if fam.moe == "mixtral":  # every layer, experts as wide as intermediate_size, no shared expert
+        return {"n_experts": n_experts, "experts_per_token": k, "expert_width": mlp_width, "n_moe_layers": n_layers}
+    dense_only = d.get("mlp_only_layers") or []
+    step = _as_int(d.get("decoder_sparse_step", 1), "decoder_sparse_step", model)
+    if step < 1:
+        raise ValueError(f"{model}: decoder_sparse_step must be at least 1, got {step}")
+    n_moe = sum(1 for i in range(n_layers) if i not in dense_only and (i + 1) % step == 0)
+    shared = _read(d, "shared_expert_intermediate_size", model=model) if d.get("model_type") == "qwen2_moe" else 0
+    return {"n_experts": n_experts, "experts_per_token": k, "n_moe_layers": n_moe,
+            "expert_width": _as_int(_read(d, "moe_intermediate_size", model=model), "moe_intermediate_size", model),
+            "shared_expert_width": _as_int(shared, "shared_expert_intermediate_size", model)}
 
 
 def spec_from_json(path: str | Path, name: str | None = None) -> ModelSpec:

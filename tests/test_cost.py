@@ -28,7 +28,7 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
-from tests.tiny_configs import falcon_small, gpt_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import falcon_small, gpt_small, moe_small, neox_small, opt_small, small  # noqa: E402
 
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
 SMALL = small(vocab=1024, positions=256)
@@ -44,11 +44,16 @@ ARCHS = {
     "falcon_mqa": ("falcon", falcon_small(vocab=1024, positions=256)),
     "falcon_new_arch": ("falcon", {**falcon_small(vocab=1024, positions=256), "new_decoder_architecture": True,
                                    "num_kv_heads": 2, "bias": True}),
+    "mixtral": ("mixtral", moe_small(vocab=1024, positions=256)),
+    "qwen2_moe": ("qwen2_moe", {**moe_small(vocab=1024, positions=256), "num_hidden_layers": 3,
+                                "shared_expert_intermediate_size": 40, "mlp_only_layers": [1]}),
+    "qwen3_moe": ("qwen3_moe", {**moe_small(vocab=1024, positions=256), "head_dim": 16}),
     # layer 0 slides (window 6), layer 1 is global: the two kinds of layer in one cache
     "gemma2_window6": ("gemma2", {**SMALL, "head_dim": 16, "sliding_window": 6}),
     "gemma3_window6": ("gemma3_text", {**SMALL, "head_dim": 16, "sliding_window": 6, "sliding_window_pattern": 2}),
 }
 _MODELS: dict[str, tuple] = {}
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
 
 
 def tiny(key: str):
@@ -58,7 +63,9 @@ def tiny(key: str):
         model_type, kwargs = ARCHS[key]
         cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+        # eager experts too: the default grouped kernel is invisible to FlopCounterMode
+        extra = {"experts_implementation": "eager"} if model_type in MOE_TYPES else {}
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", **extra).eval()
         _MODELS[key] = (model, spec_from_config(cfg))
     return _MODELS[key]
 
@@ -235,7 +242,8 @@ def test_prefill_is_compute_heavy_decode_is_memory_heavy():
 
 def test_to_dict_format():
     d = forward_cost(load_model_preset("gpt2"), 5, 3, 2).to_dict()
-    assert list(d) == ["n_new", "n_cached", "batch", "flops", "flops_attn_causal", "bytes", "intensity"]
+    assert list(d) == ["n_new", "n_cached", "batch", "flops", "flops_attn_causal", "bytes", "intensity",
+                       "experts_read"]
     assert set(d["flops"]) == {"attn_proj", "attn_scores", "mlp", "lm_head", "total"}
     assert set(d["bytes"]) == {"weights", "kv_read", "kv_write", "activations", "total"}
     assert (d["n_new"], d["n_cached"], d["batch"]) == (5, 3, 2)
@@ -322,3 +330,23 @@ def test_falcon_new_architecture_cache_is_broadcast_in_transformers():
     held = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
     assert spec.n_kv_heads == 2 < spec.n_heads
     assert held == kv_cache_bytes(spec, 7, 1, "fp32") * spec.n_heads // spec.n_kv_heads
+
+
+
+def test_moe_decode_reads_k_experts_alone_and_all_of_them_in_a_crowd():
+    """Uniform routing: a forward of b tokens reads E(1 - (1 - k/E)^b) distinct experts per MoE
+    layer, k for one token and nearly E for many; weight bytes follow, FLOPs stay k per token."""
+    spec = load_model_preset("mixtral-8x7b")
+    e, k = spec.n_experts, spec.experts_per_token
+    assert spec.experts_read(1) == pytest.approx(k)
+    assert spec.experts_read(2) == pytest.approx(e * (1 - (1 - k / e) ** 2))  # 3.75 of 8
+    assert spec.experts_read(64) == pytest.approx(e, rel=1e-6)
+    reads = [forward_cost(spec, 1, 100, b, weight_dtype="bf16") for b in (1, 2, 4, 8, 16)]
+    assert [c.experts_read for c in reads] == sorted(c.experts_read for c in reads)
+    one_expert = 2 * spec.n_moe_layers * spec.expert_params  # bf16 bytes of one expert in every layer
+    for a, b in zip(reads, reads[1:], strict=False):
+        rows = 2 * spec.hidden * (b.batch - a.batch)  # each extra token looks up its embedding row (untied)
+        assert b.bytes["weights"] - a.bytes["weights"] - rows == pytest.approx(
+            (b.experts_read - a.experts_read) * one_expert, abs=4)
+        assert b.flops["mlp"] == pytest.approx(2 * a.flops["mlp"])  # arithmetic: k experts per token
+    assert forward_cost(load_model_preset("llama-3.1-8b"), 1, 100, 4).experts_read is None

@@ -203,3 +203,20 @@ def test_estimate_reports_fit_shortfall_active_params_and_tensor_parallel_times(
                           "--prompt-len", "10", "--gen-len", "5", "--tp", "2"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode != 0 and "datasheet preset" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_estimate_of_a_mixture_of_experts_reads_more_experts_as_the_batch_grows():
+    """estimate --json for Mixtral: active_params (12.9B of 46.7B), experts read per layer at the
+    chosen batch (k = 2 alone, nearly all 8 at batch 16), and a decode step that costs far more
+    than twice as much bytes at batch 16 only because of the experts."""
+    args = ("--model", "mixtral-8x7b", "--hardware", "h100-sxm", "--prompt-len", "512", "--gen-len", "16",
+            "--tp", "2")
+    one, crowd = _estimate(*args, "--batch", "1"), _estimate(*args, "--batch", "16")
+    assert one["active_params"] < one["params"] / 3
+    assert (one["n_experts"], one["experts_per_token"]) == (8, 2)
+    assert one["experts_read_per_layer"] == pytest.approx(2.0)
+    assert crowd["experts_read_per_layer"] == pytest.approx(8 * (1 - 0.75 ** 16))
+    assert one["prefill"]["experts_read_per_layer"] == pytest.approx(8.0)  # 512 prompt tokens: all of them
+    assert crowd["decode"]["tpot_s"] > 1.5 * one["decode"]["tpot_s"]  # the batch-1 step read 2 of 8 experts
+    for key in ("params", "kv_bytes_per_token", "kv_bytes_final", "ttft_s"):
+        assert one[key] > 0

@@ -22,6 +22,9 @@ PUBLISHED_PARAMS = [
     ("opt-1.3b", 1.32e9, 0.005, "facebook/opt-1.3b model page: 1.32B params; OPT paper (Zhang et al. 2022), "
      "Table 1: 1.3B"),
     ("falcon-7b", 6.92e9, 0.001, "tiiuae/falcon-7b model page: 6.92B params (safetensors); 7B in the Falcon paper"),
+    ("mixtral-8x7b", 46.7e9, 0.001, "Mixtral of Experts (Jiang et al. 2024), section 2: 47B parameters; "
+     "mistralai/Mixtral-8x7B-v0.1 model page: 46.7B params"),
+    ("qwen3-30b-a3b", 30.5e9, 0.002, "Qwen/Qwen3-30B-A3B model card: 30.5B in total, 3.3B activated"),
     ("gemma-2-9b", 9_241_705_984, 0, "google/gemma-2-9b model page: 9.24B params (safetensors: 9,241,705,984)"),
 ]
 
@@ -59,3 +62,16 @@ def test_falcon_7b_multi_query_cache():
     spec = load_model_preset("falcon-7b")
     assert (spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.norms_per_layer) == (71, 1, 64, 1)
     assert kv_bytes_per_token(spec, "bf16") == 8_192
+
+
+def test_published_active_parameters_of_mixtures_of_experts():
+    """Active parameters (what one token runs through): Mixtral-8x7B about 12.9B of 46.7B (Mixtral
+    paper, section 2: "13B active"; the model page's 12.9B); Qwen3-30B-A3B 3.3B activated and 29.9B
+    non-embedding (its model card). A dense model's active parameters are all of them."""
+    mixtral, qwen = load_model_preset("mixtral-8x7b"), load_model_preset("qwen3-30b-a3b")
+    assert mixtral.params_active == pytest.approx(12.9e9, rel=0.002)
+    assert (mixtral.n_experts, mixtral.experts_per_token) == (8, 2)
+    assert qwen.params_active == pytest.approx(3.3e9, rel=0.02)
+    assert qwen.params_total - qwen.params_embed - qwen.params_lm_head == pytest.approx(29.9e9, rel=0.002)
+    dense = load_model_preset("llama-3.1-8b")
+    assert dense.params_active == dense.params_total and not dense.is_moe

@@ -69,11 +69,12 @@ def test_the_predictors_mixed_step_rule():
     assert two_prefills == pytest.approx(t_a + one_more, rel=1e-6)
 
 
-@pytest.mark.parametrize("preset", ["llama-3.1-8b", "mistral-7b-v0.1", "gpt2", "llama-3.1-70b", "pythia-1.4b", "opt-1.3b"])
+@pytest.mark.parametrize("preset", ["llama-3.1-8b", "mistral-7b-v0.1", "gpt2", "llama-3.1-70b", "pythia-1.4b", "opt-1.3b",
+                                    "gemma-2-9b", "falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b"])
 @pytest.mark.parametrize("tp", [1, 4])
 def test_fast_step_time_agrees_with_the_cost_function(preset, tp):
     spec, hw = load_model_preset(preset), load_hardware("h100-sxm")
-    s = Scenario(tp=tp, weight_dtype="fp8" if preset == "llama-3.1-70b" else "bf16")
+    s = Scenario(tp=tp, weight_dtype="fp8" if preset in ("llama-3.1-70b", "mixtral-8x7b") else "bf16")
     fast = StepTime.fit(spec, hw, s)
     rng = random.Random(7)
     top = spec.max_positions

@@ -26,7 +26,7 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
-from tests.tiny_configs import falcon_small, gpt_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import falcon_small, gpt_small, moe_small, neox_small, opt_small, small  # noqa: E402
 
 SMALL = small(vocab=256, positions=128)
 GPT_SMALL = gpt_small(vocab=256, positions=128)
@@ -56,6 +56,11 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
                                           "num_kv_heads": 2, "bias": True, "ffn_hidden_size": 96}),
     "falcon_sequential_mha_untied": ("falcon", {**falcon_small(vocab=256, positions=128), "parallel_attn": False,
                                                 "multi_query": False, "bias": True, "tie_word_embeddings": False}),
+    "mixtral": ("mixtral", moe_small(vocab=256, positions=128)),
+    "qwen2_moe_shared_one_dense": ("qwen2_moe", {**moe_small(vocab=256, positions=128), "num_hidden_layers": 3,
+                                                 "shared_expert_intermediate_size": 40, "mlp_only_layers": [1]}),
+    "qwen3_moe_sparse_step2": ("qwen3_moe", {**moe_small(vocab=256, positions=128), "num_hidden_layers": 4,
+                                             "head_dim": 24, "decoder_sparse_step": 2}),
     "gemma2_interleaved": ("gemma2", {**SMALL, "head_dim": 24, "sliding_window": 8}),
     "gemma3_text_qk_norm": ("gemma3_text", {**SMALL, "num_hidden_layers": 6, "head_dim": 24, "sliding_window": 8}),
     "opt_no_bias_untied": ("opt", {**opt_small(vocab=256, positions=128), "enable_bias": False,

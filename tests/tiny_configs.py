@@ -36,3 +36,9 @@ def falcon_small(vocab: int, positions: int) -> dict:
     return {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": vocab,
             "max_position_embeddings": positions, "multi_query": True, "parallel_attn": True,
             "new_decoder_architecture": False, "bias": False, "alibi": False, **NO_IDS}
+
+
+def moe_small(vocab: int, positions: int) -> dict:
+    """The Llama-shaped config with 4 experts of width 48, each token running 2 of them."""
+    return {**small(vocab, positions), "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 48}

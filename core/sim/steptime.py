@@ -7,6 +7,7 @@ call plus a Python loop over the rows. But that time is linear in a few sums ove
     time = base + per_row * rows + per_token * tokens + per_embedding_row * min(tokens, vocab)
            + per_held * held + per_pair * pairs + multi_token * [any row feeds > 1 token]
            (+ per_position * distinct positions, for models with a learned position table)
+           (+ per_expert * E(1 - (1 - k/E)^tokens), a mixture of experts' expected experts read)
 
 where `held` is the cached positions the rows read (summed over layers) and `pairs` the (query,
 key) pairs of attention. `StepTime.fit` reads the coefficients off step_time_s at a dozen
@@ -26,7 +27,7 @@ from core.hardware import HardwareSpec
 from core.spec import ModelSpec
 
 FEATURES = ("base", "per_row", "per_token", "per_embedding_row", "per_held", "per_pair", "multi_token",
-            "per_position")
+            "per_position", "per_expert")
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,19 @@ class StepTime:
     per_pair: float = 0.0
     multi_token: float = 0.0
     per_position: float = 0.0
+    per_expert: float = 0.0
     vocab: int = 1 << 62
     n_layers: int = 1
     learned_positions: int = 0  # max positions of a learned table; 0 when the model has none
     sliding: tuple[int, int, int] | None = None  # (full layers, window layers, window) when windowed
+    experts: tuple[int, int] | None = None  # (experts, experts per token) of a mixture of experts
+
+    def experts_read(self, tokens: int) -> float:
+        """Expected distinct experts an MoE layer reads for `tokens` tokens (ModelSpec.experts_read)."""
+        if self.experts is None or tokens <= 0:
+            return 0.0
+        e, k = self.experts
+        return e * (1.0 - (1.0 - k / e) ** tokens)
 
     def held(self, n_cached: int) -> int:
         """Cached positions a row reads, summed over layers."""
@@ -58,7 +68,8 @@ class StepTime:
         """The iteration's time from its sums (see the module docstring)."""
         return (self.base + self.per_row * rows + self.per_token * tokens
                 + self.per_embedding_row * min(tokens, self.vocab) + self.per_held * held
-                + self.per_pair * pairs + (self.multi_token if multi else 0.0) + self.per_position * positions)
+                + self.per_pair * pairs + (self.multi_token if multi else 0.0) + self.per_position * positions
+                + (self.per_expert * self.experts_read(tokens) if self.experts else 0.0))
 
     def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
         """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
@@ -82,13 +93,14 @@ class StepTime:
 
         pred = predictor(spec, hardware, scenario)
         v = spec.vocab
-        designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)],
+        designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)], [(3, 0)],
                    [(5, 5), (5, 5), (1, 300)], [(1, 2000), (4, 0)], [(v + 10, 0)], [(v + 100, 3), (1, 7)],
                    [(1, 9000), (1, 40), (1, 3)], [(64, 4000)], [(300, 0), (1, 5000), (1, 1)]]
         template = cls(vocab=v, n_layers=spec.n_layers,
                        learned_positions=spec.max_positions if spec.learned_pos_emb else 0,
                        sliding=None if spec.sliding_window is None else
-                       (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window))
+                       (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window),
+                       experts=(spec.n_experts, spec.experts_per_token) if spec.is_moe else None)
         x, y = [], []
         for rows in designs:
             tokens = sum(n for n, _ in rows)
@@ -97,7 +109,7 @@ class StepTime:
             positions = (_position_rows([(n, c, 1) for n, c in rows], spec.max_positions)
                          if spec.learned_pos_emb else 0)
             x.append([1.0, len(rows), tokens, min(tokens, v), held, pairs, float(any(n > 1 for n, _ in rows)),
-                      positions])
+                      positions, template.experts_read(tokens)])
             y.append(step_time_s(spec, hardware, scenario, rows, pred))
         xa, ya = np.array(x, dtype=float), np.array(y, dtype=float)
         scale = np.abs(xa).max(axis=0)
