@@ -360,6 +360,14 @@ def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
     return out
 
 
+def experts_by_batch(spec: ModelSpec, batches: tuple[int, ...] = BATCH_SWEEP) -> dict[str, list[float]]:
+    """A mixture of experts' expected experts read per MoE layer by one decode step, against the
+    batch (uniform routing, ModelSpec.experts_read); empty lists for a dense model."""
+    if not spec.is_moe:
+        return {"batch": [], "experts_read": []}
+    return {"batch": list(batches), "experts_read": [spec.experts_read(b) for b in batches]}
+
+
 def bytes_per_step_by_context(spec: ModelSpec, s: Scenario, points: int = 24) -> dict[str, list[float]]:
     """One decode step's weight bytes and KV bytes against the context it attends over (counted)."""
     s = s.resolved()

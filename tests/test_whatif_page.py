@@ -82,3 +82,23 @@ def test_tensor_parallel_link_prices_each_device():
     text = "".join(md.value for md in at.markdown)
     assert "**Split over 4 devices**" in text and "NVLink" in text
     assert "Memory per device" in _metrics(at)
+
+
+def test_a_mixture_of_experts_shows_its_experts_read_growing_with_the_batch():
+    """Mixtral on two H100s: the answer names its active parameters and the experts a decode step
+    reads at the chosen batch, and a sixth chart draws that number from k to E against the batch."""
+    import json
+
+    one, crowd = _app(model="mixtral-8x7b", tp="2", batch="1"), _app(model="mixtral-8x7b", tp="2", batch="32")
+    for at, read in ((one, "2.0"), (crowd, f"{8 * (1 - 0.75 ** 32):.1f}")):
+        text = "".join(md.value for md in at.markdown)
+        assert "**Mixture of experts**" in text and "12.9 billion of the 46.7 billion" in text
+        assert f"**{read} of the 8 experts** per layer" in text, text
+        charts = at.get("plotly_chart")
+        assert len(charts) == 6
+        fig = json.loads(charts[-1].proto.spec)
+        assert fig["layout"]["title"]["text"].startswith("Mixture of experts")
+        curve = fig["data"][0]["y"]
+        assert curve[0] == 2.0 and curve == sorted(curve) and curve[-1] > 7.99
+    dense = "".join(md.value for md in _app(model="llama-3.1-8b").markdown)
+    assert "Mixture of experts" not in dense

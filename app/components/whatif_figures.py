@@ -107,6 +107,27 @@ def bytes_by_context(curve: dict[str, list[float]], crossover: float, batch: int
     return pal.fit_legend({"data": data, "layout": layout})
 
 
+def experts_read(curve: dict[str, list[float]], n_experts: int, per_token: int, chosen: int) -> Figure:
+    """A mixture of experts' decode step: the experts each layer must read against the batch, from
+    the k one token runs to all of them (counted, under uniform routing)."""
+    batches, read = curve["batch"], curve["experts_read"]
+    at = read[batches.index(chosen)] if chosen in batches else None
+    data = [{"type": "scatter", "x": batches, "y": read, "mode": "lines+markers", "name": "experts read per layer "
+             "(counted, uniform routing)", "line": {"color": pal.DECODE, "width": 2},
+             "hovertemplate": "batch %{x}: %{y:.2f} experts per layer<extra></extra>"}]
+    for y, label in ((per_token, f"{per_token} routed per token"), (n_experts, f"all {n_experts} experts")):
+        data.append({"type": "scatter", "x": [batches[0], batches[-1]], "y": [y, y], "mode": "lines",
+                     "name": label + " (counted)", "line": {"color": pal.GREY, "dash": "dot", "width": 1.5},
+                     "hoverinfo": "skip"})
+    layout = pal.base_layout("Mixture of experts: experts one decode step reads per layer (counted)", height=360)
+    layout["xaxis"] = {"title": {"text": "batch (sequences decoded together)"}, "type": "log"}
+    layout["yaxis"] = {"title": {"text": "experts read per layer"}, "rangemode": "tozero"}
+    if at is not None:
+        layout["annotations"] = [{"x": math.log10(chosen), "y": at, "text": f"batch {chosen}: {at:.1f}",
+                                  "showarrow": True, "arrowhead": 2, "ax": 30, "ay": 30}]
+    return {"data": data, "layout": layout}
+
+
 def time_split(ans: dict[str, Any]) -> Figure:
     """Each phase's predicted time split into the predictor's terms, and its FLOPs by part."""
     layout = pal.base_layout("Where each phase's time and arithmetic go", height=430, barmode="stack")

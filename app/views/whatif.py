@@ -69,6 +69,9 @@ def render() -> None:
     with right:
         st.plotly_chart(figs.batch_tradeoff(whatif.batch_sweep(spec, hardware, s), s.batch), key="wi_chart_batch")
         st.plotly_chart(figs.time_split(ans), key="wi_chart_split")
+        if spec.is_moe:
+            st.plotly_chart(figs.experts_read(whatif.experts_by_batch(spec), spec.n_experts, spec.experts_per_token,
+                                              s.batch), key="wi_chart_experts")
     _sources(ans, hardware)
 
 
@@ -106,6 +109,16 @@ def summary(ans: dict[str, Any]) -> str:
         f"byte, {dec_side} the ridge: **{_ms(dec['time_s'])}** predicted, against {_ms(floors['decode_step_s'])} "
         "for its weight and cache bytes at the datasheet bandwidth.",
     ]
+    if ans.get("n_experts"):
+        e, k, read = ans["n_experts"], ans["experts_per_token"], ans["experts_read_per_layer"]
+        lines.append(
+            f"**Mixture of experts**: each layer holds {e} experts and routes every token to {k} of them, so a "
+            f"token runs through {ans['active_params'] / 1e9:,.1f} billion of the {ans['params'] / 1e9:,.1f} billion "
+            f"parameters, while memory holds them all. A decode step at batch {st_['batch']} reads about "
+            f"**{read:.1f} of the {e} experts** per layer (counted, if the router spreads tokens evenly: "
+            f"{e} × (1 − (1 − {k}/{e})^{st_['batch']})): alone, a sequence reads only its {k}; a crowd of "
+            f"sequences reads nearly all of them, so a step's weight bytes grow with the batch until every "
+            "expert is read; past that point extra sequences share the weight read as in a dense model.")
     b = ans["compute_bound_batch"]
     if b is None:
         extra = ans["per_extra_sequence_s"]
