@@ -26,6 +26,13 @@ from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
 from core.spec import ModelSpec
 
 FLOP_PARTS = ("attn_proj", "attn_scores", "mlp", "lm_head")
+# How latent attention (DeepSeek's MLA) is run. "transformers": every forward re-expands the cached
+# latent of every attended position through kv_b_proj into full keys and values (what the live
+# runner and FlopCounterMode see). "serving": each row takes the cheaper of that and the absorbed
+# form, which folds kv_b_proj into the row's queries and outputs and attends over the latent
+# itself, as vLLM and SGLang do: decode steps and short verifications absorb, prefills and long
+# chunks expand (see `absorbs`).
+MLA_FORMS = ("transformers", "serving")
 BYTE_PARTS = ("weights", "kv_read", "kv_write", "activations")
 
 
@@ -70,6 +77,22 @@ def _dtypes(weight_dtype: str, act_dtype: str | None, kv_dtype: str | None) -> t
     return w, a, kv
 
 
+def latent_costs(spec: ModelSpec) -> tuple[int, int]:
+    """Latent attention's (kv_b_proj FLOPs per position per layer, extra FLOPs per (query, key) pair
+    of the absorbed form over the expanded one, summed over heads): what `absorbs` weighs."""
+    expanded = 2 * spec.n_heads * (spec.head_dim + spec.v_head_dim)
+    latent = 2 * spec.n_heads * (spec.kv_width + spec.kv_lora_rank)
+    return 2 * spec.kv_up_params, latent - expanded
+
+
+def absorbs(n_new: int, held: int, n_layers: int, up_flops: int, pair_gap: int) -> bool:
+    """Whether a row of `n_new` tokens over `held` cached positions (summed over layers) costs fewer
+    FLOPs absorbed than expanded: expanding runs kv_b_proj on every attended position, absorbing
+    runs it once per new token but scores every pair against the wider latent."""
+    span = held + n_layers * n_new
+    return n_layers * n_new * up_flops + n_new * span * pair_gap < span * up_flops
+
+
 def _causal_positions(n_new: int, n_cached: int, window: int | None) -> int:
     """Sum over new tokens i = 1..n_new of the keys it may see: n_cached + i, at most `window`."""
     first, last = n_cached + 1, n_cached + n_new
@@ -99,8 +122,9 @@ def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "fp32") -> int:
     """KV cache bytes of one token of one sequence: 2 (K and V) x layers x KV heads x head_dim.
 
     KV heads, not query heads: grouped- and multi-query attention exist to shrink exactly this.
+    Latent attention caches kv_lora_rank + qk_rope_head_dim values per layer instead.
     """
-    return nbytes(2 * spec.n_layers * spec.kv_dim, kv_dtype)
+    return nbytes(spec.n_layers * spec.kv_width, kv_dtype)
 
 
 def kv_cache_bytes(spec: ModelSpec, seq_len: int, batch: int = 1, kv_dtype: str = "fp32") -> int:
@@ -111,12 +135,13 @@ def kv_cache_bytes(spec: ModelSpec, seq_len: int, batch: int = 1, kv_dtype: str 
     held = spec.n_full_layers * seq_len
     if spec.sliding_window is not None:
         held += spec.n_sliding_layers * min(seq_len, spec.sliding_window - 1)
-    return nbytes(2 * spec.kv_dim * held * batch, kv_dtype)
+    return nbytes(spec.kv_width * held * batch, kv_dtype)
 
 
 def forward_cost(spec: ModelSpec, n_new: int, n_cached: int, batch: int = 1, *,
                  weight_dtype: str = "fp32", act_dtype: str | None = None, kv_dtype: str | None = None,
-                 lm_head_tokens: int | None = None, attn_len: int | None = None) -> ForwardCost:
+                 lm_head_tokens: int | None = None, attn_len: int | None = None,
+                 mla_form: str = "transformers") -> ForwardCost:
     """FLOPs and bytes of one forward of `n_new` tokens over `n_cached` cached ones, for `batch` rows.
 
     The uniform case of `step_cost`: `batch` identical rows.
@@ -127,10 +152,11 @@ def forward_cost(spec: ModelSpec, n_new: int, n_cached: int, batch: int = 1, *,
     attn_len: key positions each new token's attention covers. Default n_cached + n_new (a dynamic
         cache); a static cache attends over its whole allocated length, so pass that length.
     act_dtype / kv_dtype: default to weight_dtype, except bf16 for fp8/int8/int4 weights.
+    mla_form: how a latent-attention model runs (MLA_FORMS); ignored by every other model.
     """
     _check_int(batch, "batch", 1)
     return step_cost(spec, [(n_new, n_cached, batch)], weight_dtype=weight_dtype, act_dtype=act_dtype,
-                     kv_dtype=kv_dtype, lm_head_tokens=lm_head_tokens, attn_len=attn_len)
+                     kv_dtype=kv_dtype, lm_head_tokens=lm_head_tokens, attn_len=attn_len, mla_form=mla_form)
 
 
 def _position_rows(rows: Sequence[tuple[int, int, int]], max_positions: int) -> int:
@@ -148,7 +174,8 @@ def _position_rows(rows: Sequence[tuple[int, int, int]], max_positions: int) -> 
 
 def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, int]], *,
               weight_dtype: str = "fp32", act_dtype: str | None = None, kv_dtype: str | None = None,
-              lm_head_tokens: int | None = None, attn_len: int | None = None) -> ForwardCost:
+              lm_head_tokens: int | None = None, attn_len: int | None = None,
+              mla_form: str = "transformers") -> ForwardCost:
     """FLOPs and bytes of one batched forward whose rows have different shapes.
 
     Each row is (n_new, n_cached) or (n_new, n_cached, count): `count` sequences feeding n_new
@@ -159,10 +186,12 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
 
     The returned ForwardCost has `batch` = number of rows, and `n_new` / `n_cached` of the row with
     the most new tokens (the shape that decides whether the forward is a multi-token one).
-    lm_head_tokens, attn_len: as in forward_cost, applied to every row.
+    lm_head_tokens, attn_len, mla_form: as in forward_cost, applied to every row.
     """
     if not rows:
         raise ValueError("a forward needs at least one row")
+    if mla_form not in MLA_FORMS:
+        raise ValueError(f"mla_form must be one of {', '.join(MLA_FORMS)}, got {mla_form!r}")
     w_dt, a_dt, kv_dt = _dtypes(weight_dtype, act_dtype, kv_dtype)
     lm_each = None if lm_head_tokens is None else _check_int(lm_head_tokens, "lm_head_tokens", 0)
     s = spec
@@ -172,6 +201,9 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     clean: list[tuple[int, int, int]] = []
     tokens = n_rows = lm_rows = 0
     pairs = causal_pairs = held_rows = 0  # summed over rows and layers
+    # latent attention: pairs attended over the latent, positions re-expanded, tokens absorbed
+    latent_pairs = latent_causal = expanded = absorbed = 0
+    up_flops, pair_gap = latent_costs(s) if s.is_mla else (0, 0)
     for row in rows:
         n_new, n_cached, count = (*row, 1) if len(row) == 2 else row
         _check_int(n_new, "n_new", 1)
@@ -197,20 +229,32 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
         tokens += n_new * count
         n_rows += count
         lm_rows += lm_tokens * count
-        pairs += n_new * span_sum * count
-        causal_pairs += causal_sum * count
         held_rows += held_sum * count
-    qkv_out = s.q_dim + 2 * s.kv_dim
-
-    # Two matmuls (scores, weighted sum) of h x d_h per (query, key) pair, 2 FLOPs per multiply-add.
-    per_pair = 2 * 2 * s.n_heads * s.head_dim
+        if s.is_mla and mla_form == "serving" and absorbs(n_new, held_sum, s.n_layers, up_flops, pair_gap):
+            latent_pairs += n_new * span_sum * count
+            latent_causal += causal_sum * count
+            absorbed += n_new * count
+        else:
+            pairs += n_new * span_sum * count
+            causal_pairs += causal_sum * count
+            expanded += span_sum * count
+    # Two matmuls (scores, weighted sum) per head per (query, key) pair, 2 FLOPs per multiply-add:
+    # over the key width and the value width (both head_dim but in latent attention, whose absorbed
+    # form scores against the whole cached latent and sums its kv_lora_rank part).
+    value_dim = s.v_head_dim if s.is_mla else s.head_dim
+    per_pair = 2 * s.n_heads * (s.head_dim + value_dim)
+    per_latent_pair = 2 * s.n_heads * (s.kv_width + s.kv_lora_rank)
+    # Latent attention runs kv_b_proj on every expanded position, or once per absorbed token (its
+    # key half on the query, its value half on the output: the same elements).
+    token_attn = s.attn_matrix_params - s.n_layers * s.kv_up_params
+    up_flops = 2 * s.kv_up_params * (expanded + absorbed * s.n_layers) if s.is_mla else 0
     # Each token runs the dense MLPs whole and, in an MoE layer, the router, the shared expert and
     # its k routed experts; the weights read are the experts any token of the forward was routed to.
     experts = s.experts_read(tokens) if s.is_moe else None
     mlp_per_token = int(s.mlp_params_read(s.experts_per_token))
     flops = {
-        "attn_proj": 2 * tokens * s.attn_matrix_params,
-        "attn_scores": per_pair * pairs,
+        "attn_proj": 2 * tokens * token_attn + up_flops,
+        "attn_scores": per_pair * pairs + per_latent_pair * latent_pairs,
         "mlp": 2 * tokens * mlp_per_token,
         "lm_head": 2 * lm_rows * s.hidden * s.vocab,
     }
@@ -230,28 +274,36 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     vector_elems = s.attn_bias_params + s.mlp_bias_params + s.params_norm
 
     # Activations: each linear's input read once (a fused group reads it once) and output written.
-    per_token_layer = (s.hidden + qkv_out) + (s.q_dim + s.hidden)  # qkv projection, output projection
+    if s.is_mla:  # the two query matrices, the latent projection, the output projection
+        per_token_layer = (s.hidden + 2 * s.q_lora_rank + s.q_dim + s.kv_width) + (s.n_heads * s.v_head_dim + s.hidden)
+    else:  # qkv projection, output projection
+        per_token_layer = (s.hidden + s.q_dim + 2 * s.kv_dim) + (s.q_dim + s.hidden)
     dense_mlp = (s.hidden + s.mlp_in_matrices * s.mlp_width) + (s.mlp_width + s.hidden)
     act_elems = tokens * s.n_layers * per_token_layer + lm_rows * (s.hidden + s.vocab)
     act_elems += tokens * (s.n_layers - s.n_moe_layers) * dense_mlp
+    if s.is_mla:  # kv_b_proj's input and output per expanded position; per absorbed token, two folds
+        nope = s.head_dim - s.qk_rope_head_dim
+        act_elems += expanded * (s.kv_lora_rank + s.n_heads * (nope + s.v_head_dim))
+        act_elems += absorbed * s.n_layers * s.n_heads * (nope + 2 * s.kv_lora_rank + s.v_head_dim)
     if s.is_moe:  # the router, each routed expert's gated MLP, the shared expert and its gate
         def gated(width: int) -> int:
             return (s.hidden + 2 * width) + (width + s.hidden)
         moe = (s.hidden + s.n_experts) + s.experts_per_token * gated(s.expert_width)
         if s.shared_expert_width:
-            moe += gated(s.shared_expert_width) + (s.hidden + 1)
+            moe += gated(s.shared_expert_width) + ((s.hidden + 1) if s.shared_expert_gate else 0)
         act_elems += tokens * s.n_moe_layers * moe
 
     nbytes_ = {
         "weights": nbytes(matrix_elems, w_dt) + nbytes(vector_elems, a_dt),
-        "kv_read": nbytes(2 * s.kv_dim * held_rows, kv_dt),
-        "kv_write": nbytes(2 * s.kv_dim * s.n_layers * tokens, kv_dt),
+        "kv_read": nbytes(s.kv_width * held_rows, kv_dt),
+        "kv_write": nbytes(s.kv_width * s.n_layers * tokens, kv_dt),
         "activations": nbytes(act_elems, a_dt),
     }
     nbytes_["total"] = sum(nbytes_.values())
     widest = max(clean, key=lambda r: (r[0], r[1]))
     return ForwardCost(n_new=widest[0], n_cached=widest[1], batch=n_rows, flops=flops,
-                       flops_attn_causal=per_pair * causal_pairs, bytes=nbytes_, experts_read=experts)
+                       flops_attn_causal=per_pair * causal_pairs + per_latent_pair * latent_causal, bytes=nbytes_,
+                       experts_read=experts)
 
 
 def _flat(cost: ForwardCost) -> list[int]:
@@ -296,13 +348,14 @@ def _phase(values: list[int]) -> dict[str, Any]:
 
 def estimate(spec: ModelSpec, prompt_len: int, gen_len: int, batch: int = 1, dtype: str = "fp32",
              kv_dtype: str | None = None, *, act_dtype: str | None = None,
-             static_cache_len: int | None = None) -> dict[str, Any]:
+             static_cache_len: int | None = None, mla_form: str = "transformers") -> dict[str, Any]:
     """FLOPs and bytes of a whole generation: one prefill, then gen_len - 1 decode steps.
 
     The prefill produces the first token; decode step i (1..gen_len-1) feeds token i back over a
     cache of prompt_len + i - 1 positions, so the cache grows every step. The LM head runs on one
     position per forward (logits_to_keep=1). `static_cache_len`: every forward attends over that
-    preallocated length instead. No time here: core.predictor turns these counts into seconds.
+    preallocated length instead. `mla_form`: how a latent-attention model runs (MLA_FORMS). No
+    time here: core.predictor turns these counts into seconds.
     """
     _check_int(prompt_len, "prompt_len", 1)
     _check_int(gen_len, "gen_len", 1)
@@ -311,20 +364,22 @@ def estimate(spec: ModelSpec, prompt_len: int, gen_len: int, batch: int = 1, dty
         raise ValueError(f"static_cache_len ({static_cache_len}) is shorter than prompt_len + gen_len - 1")
     w_dt, a_dt, kv_dt = _dtypes(dtype, act_dtype, kv_dtype)
     kwargs = {"weight_dtype": w_dt, "act_dtype": a_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1,
-              "attn_len": static_cache_len}
+              "attn_len": static_cache_len, "mla_form": mla_form}
     prefill = _phase(_flat(forward_cost(spec, prompt_len, 0, batch, **kwargs)))
     prefill["n_tokens"] = prompt_len
     decode = _phase(_sum_decode(spec, prompt_len, prompt_len + gen_len - 2, batch, kwargs))
     decode["steps"] = gen_len - 1
-    moe: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     if spec.is_moe:  # a decode step routes `batch` tokens; the prefill all of its prompt tokens
-        moe = {"n_experts": spec.n_experts, "experts_per_token": spec.experts_per_token,
-               "experts_read_per_layer": spec.experts_read(batch)}
+        extra = {"n_experts": spec.n_experts, "experts_per_token": spec.experts_per_token,
+                 "experts_read_per_layer": spec.experts_read(batch)}
         prefill["experts_read_per_layer"] = spec.experts_read(prompt_len * batch)
+    if spec.is_mla:
+        extra["mla_form"] = mla_form
     return {
         "params": spec.params_total,
         "active_params": spec.params_active,
-        **moe,
+        **extra,
         "dtypes": {"weights": w_dt, "activations": a_dt, "kv": kv_dt},
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_dt),
         # the last generated token is never fed back, so it never enters the cache

@@ -22,6 +22,8 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     `tp` > 1 splits the model over that many devices of a datasheet preset (core.whatif prices the
     split and its all-reduces); the times are then per device, and "fits" is per device too. A
     model that does not fit is still priced: "fits" is False and "shortfall_bytes" says by how much.
+    A latent-attention model is priced in the form its machine would run (core.cost.MLA_FORMS):
+    transformers' on "host", a serving engine's on a datasheet preset; "mla_form" says which.
     """
     if prompt_len < 1 or gen_len < 1 or batch < 1:
         raise ValueError("--prompt-len, --gen-len and --batch must be at least 1")
@@ -31,9 +33,11 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
                          f"context window of {spec.max_positions}")
     w_dt = normalize_dtype(dtype)
     kv_dt = normalize_dtype(kv_dtype) if kv_dtype else default_companion_dtype(w_dt)
-    result = estimate(spec, prompt_len, gen_len, batch, w_dt, kv_dt)
+    # latent attention runs as this project's runner runs it on "host", as serving engines do elsewhere
+    mla_form = "transformers" if hardware == "host" else "serving"
+    result = estimate(spec, prompt_len, gen_len, batch, w_dt, kv_dt, mla_form=mla_form)
     pred = predictor_for(spec, hardware, w_dt, measure=measure)
-    kwargs = {"weight_dtype": w_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1}
+    kwargs = {"weight_dtype": w_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1, "mla_form": mla_form}
     prefill_cost = forward_cost(spec, prompt_len, 0, batch, **kwargs)
     result["prefill"]["time_s"] = pred.predict_s(prefill_cost, "prefill")
     result["prefill"]["intensity"] = prefill_cost.intensity

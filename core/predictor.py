@@ -132,8 +132,7 @@ def weight_stream_bandwidth(spec: ModelSpec, gemv_bandwidth: Callable[[int], flo
     2048-wide rows (measured by core.calibrate), so one bandwidth figure would misprice a small
     model. The effective figure is total bytes over the summed time of every matrix.
     """
-    per_layer = [(spec.hidden, spec.hidden * (spec.q_dim + 2 * spec.kv_dim)),  # q, k, v read the hidden state
-                 (spec.q_dim, spec.q_dim * spec.hidden),  # output projection
+    per_layer = [*spec.attn_matrices(),  # q, k, v (or latent) and output projections
                  (spec.hidden, spec.mlp_in_matrices * spec.hidden * spec.mlp_width),  # gate and up
                  (spec.mlp_width, spec.mlp_width * spec.hidden)]  # down
     matrices = [(k, n * spec.n_layers) for k, n in per_layer] + [(spec.hidden, spec.vocab * spec.hidden)]

@@ -39,7 +39,8 @@ class _Family:
     # Without layer_types, every `window_pattern`-th layer (counting from 1) is global and the rest
     # slide (Gemma 2: alternate; Gemma 3: five local to one global, its sliding_window_pattern).
     window_pattern: int | None = None
-    moe: str | None = None  # "mixtral" or "qwen": how the config names its experts (see _experts)
+    moe: str | None = None  # "mixtral", "qwen" or "deepseek": how the config names its experts (see _experts)
+    mla: bool = False  # multi-head latent attention (DeepSeek): the cache holds a compressed latent
 
 
 FAMILIES: dict[str, _Family] = {
@@ -83,6 +84,10 @@ FAMILIES: dict[str, _Family] = {
     "qwen2_moe": _Family(qkv_bias="qkv_bias", bias_default=True, qwen_sliding=True, moe="qwen"),
     "qwen3_moe": _Family(qkv_bias="attention_bias", o_bias="attention_bias", qk_norm=True, qwen_sliding=True,
                          moe="qwen"),
+    # DeepSeek-V3: multi-head latent attention (queries through an optional low-rank pair, keys and
+    # values compressed into one kv_lora_rank latent plus a shared rotary key, which is what the cache
+    # holds) and, from layer first_k_dense_replace on, 256 routed experts plus a shared one.
+    "deepseek_v3": _Family(qkv_bias="attention_bias", o_bias="attention_bias", moe="deepseek", mla=True),
     "gpt2": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
                     mlp_bias=True),
     "gpt_bigcode": _Family(gpt_style=True, tied_default=True, gated_mlp=False, qkv_bias=True, o_bias=True,
@@ -96,7 +101,7 @@ _ARCH_TO_TYPE = {
     "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2", "GPTBigCodeForCausalLM": "gpt_bigcode",
     "GPTNeoXForCausalLM": "gpt_neox", "OPTForCausalLM": "opt", "Gemma2ForCausalLM": "gemma2",
     "Gemma3ForCausalLM": "gemma3_text", "FalconForCausalLM": "falcon", "MixtralForCausalLM": "mixtral",
-    "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe", "DeepseekV3ForCausalLM": "deepseek_v3",
 }
 # Multimodal wrappers whose text decoder is what the cost model prices (its config sits in text_config).
 _TEXT_OF = {"gemma3": "gemma3_text"}
@@ -142,6 +147,14 @@ class ModelSpec:
     expert_width: int = 0
     shared_expert_width: int = 0
     n_moe_layers: int = 0
+    shared_expert_gate: bool = False  # Qwen2-MoE scales its shared expert by a one-output gate
+    # Multi-head latent attention (all 0 otherwise): head_dim is then the query/key head width
+    # (qk_nope + qk_rope_head_dim), n_kv_heads is 1 (one latent shared by every head), and the
+    # cache holds kv_lora_rank + qk_rope_head_dim values per token and layer.
+    q_lora_rank: int = 0  # 0: queries through one full matrix
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
     params_embed: int = field(init=False)
     params_pos: int = field(init=False)
     params_attn: int = field(init=False)
@@ -171,6 +184,10 @@ class ModelSpec:
                                       and self.n_moe_layers <= self.n_layers):
             raise ValueError(f"{self.name}: a mixture of experts needs 0 < experts per token <= experts, "
                              "a positive expert width and at most n_layers MoE layers")
+        if self.kv_lora_rank and not (0 < self.qk_rope_head_dim < self.head_dim and self.v_head_dim > 0
+                                      and self.n_kv_heads == 1 and self.q_lora_rank >= 0):
+            raise ValueError(f"{self.name}: latent attention needs 0 < qk_rope_head_dim < head_dim, a positive "
+                             "v_head_dim and one shared latent (n_kv_heads 1)")
         d, L = self.hidden, self.n_layers
         counts = {
             "params_embed": self.vocab * d,
@@ -179,7 +196,8 @@ class ModelSpec:
             "params_mlp": self.mlp_matrix_params + self.mlp_bias_params,
             # two norms per block plus the final one; LayerNorm carries a bias as well as a weight
             "params_norm": (self.norms_per_layer * L + 1) * d * (2 if self.norm == "layernorm" else 1)
-            + (2 * L * self.head_dim if self.qk_norm else 0),
+            + (2 * L * self.head_dim if self.qk_norm else 0)
+            + L * (self.q_lora_rank + self.kv_lora_rank),  # latent attention's norms on both latents
             "params_lm_head": 0 if self.tied_embeddings else self.vocab * d,
         }
         counts["params_total"] = sum(counts.values())
@@ -196,12 +214,41 @@ class ModelSpec:
         return self.n_kv_heads * self.head_dim
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_width(self) -> int:
+        """Values the cache holds per token and layer: a key and a value per KV head, or the latent
+        and the shared rotary key of latent attention."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.kv_dim
+
+    @property
+    def kv_up_params(self) -> int:
+        """Latent attention's kv_b_proj, one layer: it turns a cached latent back into every head's
+        key (without rotary part) and value. transformers applies it to every attended position in
+        every forward; a serving engine folds it into the query and the output instead."""
+        return self.kv_lora_rank * self.n_heads * (self.head_dim - self.qk_rope_head_dim + self.v_head_dim)
+
+    def attn_matrices(self) -> list[tuple[int, int]]:
+        """(input width, elements) of each attention matrix of one layer (fused or not, the same elements)."""
+        d = self.hidden
+        if not self.is_mla:
+            return [(d, d * (self.q_dim + 2 * self.kv_dim)), (self.q_dim, self.q_dim * d)]
+        q = ([(d, d * self.q_lora_rank), (self.q_lora_rank, self.q_lora_rank * self.q_dim)] if self.q_lora_rank
+             else [(d, d * self.q_dim)])
+        return q + [(d, d * self.kv_width), (self.kv_lora_rank, self.kv_up_params),
+                    (self.n_heads * self.v_head_dim, self.n_heads * self.v_head_dim * d)]
+
+    @property
     def attn_matrix_params(self) -> int:
-        """q, k, v and output projection matrices, all layers (fused or not, the same elements)."""
-        return self.n_layers * (self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden)
+        """q, k, v (or latent) and output projection matrices, all layers."""
+        return self.n_layers * sum(n for _, n in self.attn_matrices())
 
     @property
     def attn_bias_params(self) -> int:
+        if self.is_mla:  # the first query projection (if low-rank), the latent one, the output one
+            return self.n_layers * (self.q_lora_rank + self.kv_width + self.hidden) if self.attn_bias else 0
         per_layer = ((self.q_dim + 2 * self.kv_dim) if self.attn_bias else 0) + (
             self.hidden if self.attn_out_bias else 0)
         return self.n_layers * per_layer
@@ -219,7 +266,7 @@ class ModelSpec:
     def moe_layer_fixed_params(self) -> int:
         """What every token of an MoE layer reads whatever its routing: the router, and the shared
         expert with its one-output gate where there is one."""
-        shared = 3 * self.hidden * self.shared_expert_width + self.hidden if self.shared_expert_width else 0
+        shared = 3 * self.hidden * self.shared_expert_width + (self.hidden if self.shared_expert_gate else 0)
         return self.hidden * self.n_experts + shared
 
     @property
@@ -419,6 +466,10 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
             if not d.get("do_layer_norm_before", True) or d.get("_remove_final_layer_norm", False):
                 raise ValueError(f"{label}: OPT with layer norm after each block (do_layer_norm_before false) "
                                  "is not supported (opt-350m)")
+    mla: dict[str, int] = {}
+    if fam.mla:
+        mla = _latent(d, label)
+        n_kv, head_dim = 1, mla.pop("qk_head_dim")
     window, n_sliding = _sliding(d, fam, n_layers, label)
     moe = _experts(d, fam, n_layers, mlp_width, label)
     return ModelSpec(
@@ -429,15 +480,30 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         attn_bias=_switch(d, fam.qkv_bias, fam.bias_default), attn_out_bias=_switch(d, fam.o_bias, fam.bias_default),
         mlp_bias=_switch(d, fam.mlp_bias, fam.bias_default), learned_pos_emb=learned_pos, norm=norm, qk_norm=fam.qk_norm,
         sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
-        norms_per_layer=norms_per_layer, **moe,
+        norms_per_layer=norms_per_layer, **moe, **mla,
     )
+
+
+def _latent(d: dict[str, Any], model: str) -> dict[str, int]:
+    """Latent attention's ranks and head widths, as DeepSeek's configs name them."""
+    def need(key: str) -> int:
+        return _as_int(_read(d, key, model=model), key, model)
+
+    rope, nope = need("qk_rope_head_dim"), need("qk_nope_head_dim")
+    q_rank = _read(d, "q_lora_rank", default=0)  # null: queries through one full matrix
+    fields = {"q_lora_rank": _as_int(q_rank, "q_lora_rank", model), "kv_lora_rank": need("kv_lora_rank"),
+              "qk_rope_head_dim": rope, "v_head_dim": need("v_head_dim"), "qk_head_dim": nope + rope}
+    if min(fields.values()) < 0 or nope <= 0 or fields["kv_lora_rank"] <= 0:
+        raise ValueError(f"{model}: latent attention ranks and head widths must be positive")
+    return fields
 
 
 def _experts(d: dict[str, Any], fam: _Family, n_layers: int, mlp_width: int, model: str) -> dict[str, int]:
     """The ModelSpec fields of a mixture of experts, named as transformers' configs name them."""
     if fam.moe is None:
         return {}
-    n_experts = _as_int(_read(d, "num_local_experts", "num_experts", model=model), "num_experts", model)
+    n_experts = _as_int(_read(d, "num_local_experts", "num_experts", "n_routed_experts", model=model),
+                        "num_experts", model)
     k = _as_int(_read(d, "num_experts_per_tok", model=model), "num_experts_per_tok", model)
     if n_experts == 0:
         return {}
@@ -445,6 +511,14 @@ def _experts(d: dict[str, Any], fam: _Family, n_layers: int, mlp_width: int, mod
         raise ValueError(f"{model}: num_experts_per_tok ({k}) must be between 1 and num_experts ({n_experts})")
     if fam.moe == "mixtral":  # every layer, experts as wide as intermediate_size, no shared expert
         return {"n_experts": n_experts, "experts_per_token": k, "expert_width": mlp_width, "n_moe_layers": n_layers}
+    if fam.moe == "deepseek":  # layers from first_k_dense_replace on; n_shared_experts fused into one, no gate
+        if _read(d, "moe_layer_freq", default=1) != 1:
+            raise ValueError(f"{model}: moe_layer_freq other than 1 is not supported (transformers ignores it)")
+        first = _as_int(_read(d, "first_k_dense_replace", default=0), "first_k_dense_replace", model)
+        width = _as_int(_read(d, "moe_intermediate_size", model=model), "moe_intermediate_size", model)
+        shared = _as_int(_read(d, "n_shared_experts", default=0), "n_shared_experts", model)
+        return {"n_experts": n_experts, "experts_per_token": k, "expert_width": width,
+                "n_moe_layers": max(0, n_layers - first), "shared_expert_width": width * shared}
     dense_only = d.get("mlp_only_layers") or []
     step = _as_int(d.get("decoder_sparse_step", 1), "decoder_sparse_step", model)
     if step < 1:
@@ -453,7 +527,8 @@ def _experts(d: dict[str, Any], fam: _Family, n_layers: int, mlp_width: int, mod
     shared = _read(d, "shared_expert_intermediate_size", model=model) if d.get("model_type") == "qwen2_moe" else 0
     return {"n_experts": n_experts, "experts_per_token": k, "n_moe_layers": n_moe,
             "expert_width": _as_int(_read(d, "moe_intermediate_size", model=model), "moe_intermediate_size", model),
-            "shared_expert_width": _as_int(shared, "shared_expert_intermediate_size", model)}
+            "shared_expert_width": _as_int(shared, "shared_expert_intermediate_size", model),
+            "shared_expert_gate": bool(shared)}
 
 
 def spec_from_json(path: str | Path, name: str | None = None) -> ModelSpec:

@@ -77,7 +77,8 @@ def predictor(spec: ModelSpec, hardware: HardwareSpec, s: Scenario) -> Predictor
 
 
 def _kwargs(s: Scenario) -> dict[str, Any]:
-    return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1}
+    # datasheet machines run serving engines: latent attention takes the cheaper form per row
+    return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1, "mla_form": "serving"}
 
 
 def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
@@ -150,7 +151,7 @@ def kv_blocks_available(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, bl
     s = s.resolved()
     act_dt = default_companion_dtype(s.weight_dtype)
     room = utilization * hardware.memory_bytes - weight_memory_bytes(spec, s.weight_dtype, act_dt) / s.tp
-    block = nbytes(2 * spec.n_layers * spec.kv_dim * block_tokens, s.kv_dtype) * kv_share(spec, s.tp)
+    block = nbytes(spec.n_layers * spec.kv_width * block_tokens, s.kv_dtype) * kv_share(spec, s.tp)
     return max(0, int(room // block))
 
 
@@ -165,7 +166,7 @@ def activation_memory_bytes(spec: ModelSpec, batch: int, tokens: int, act_dtype:
     """A rough peak of the activations during the prefill: the widest layer's input and output for
     every prompt token of every row, plus the last position's logits. An estimate: real engines
     free and reuse buffers, and attention kernels never hold the score matrix whole."""
-    widest = max(spec.q_dim + 2 * spec.kv_dim, (1 + spec.mlp_in_matrices) * spec.mlp_width)
+    widest = max(spec.q_dim + spec.kv_width, (1 + spec.mlp_in_matrices) * spec.mlp_width)
     return nbytes(batch * tokens * (spec.hidden + widest), act_dtype) + nbytes(batch * spec.vocab, "fp32")
 
 
@@ -186,7 +187,7 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     check(spec, s)
     pred = predictor(spec, hardware, s)
     kw = _kwargs(s)
-    est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype)
+    est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype, mla_form="serving")
     act_dt = est["dtypes"]["activations"]
     prefill_cost = forward_cost(spec, s.prompt_len, 0, s.batch, **kw)
     ttft, decode_s = _generation_s(spec, hardware, s, pred, est)
@@ -213,7 +214,10 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         "tokens_per_s_total": s.batch / tpot if tpot else None,
         "tp": s.tp,
         "interconnect": hardware.interconnect.name if hardware.interconnect else "no link",
-        "kv_split": ("The KV cache is split too: its heads are divided between the devices."
+        "kv_split": ("But this model caches one latent per layer that every head reads (multi-head latent "
+                     "attention): each device keeps all of it, so the cache is copied, not split."
+                     if spec.is_mla and s.tp > 1 else
+                     "The KV cache is split too: its heads are divided between the devices."
                      if s.tp <= spec.n_kv_heads else
                      f"But this model has only {spec.n_kv_heads} KV heads: past {spec.n_kv_heads} devices each keeps "
                      "a whole head, so the cache is copied, not split, and each device's share stops shrinking."),
@@ -238,7 +242,21 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         "assumptions": dict(s.assumptions),
         "source": hardware.source,
         "speculative": None if draft is None else speculative(spec, draft, hardware, s),
+        "latent": latent_attention(spec, s, mid) if spec.is_mla else None,
     }
+
+
+def latent_attention(spec: ModelSpec, s: Scenario, step) -> dict[str, Any]:
+    """What multi-head latent attention saves and which form the answer prices: the cache per
+    token against the multi-head cache the same heads would keep, and the typical decode step's
+    FLOPs as a serving engine runs it (absorbed, what every other figure here uses) and as
+    transformers runs it (re-expanding every cached position)."""
+    full_heads = nbytes(spec.n_layers * spec.n_heads * (spec.head_dim + spec.v_head_dim), s.kv_dtype)
+    expanded = forward_cost(spec, 1, step.n_cached, s.batch, **{**_kwargs(s), "mla_form": "transformers"})
+    return {"kv_lora_rank": spec.kv_lora_rank, "rope_dim": spec.qk_rope_head_dim,
+            "kv_bytes_per_token": nbytes(spec.n_layers * spec.kv_width, s.kv_dtype),
+            "multi_head_bytes_per_token": full_heads, "step_flops_serving": step.flops["total"],
+            "step_flops_transformers": expanded.flops["total"]}
 
 
 def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduce: float) -> dict[str, Any]:
@@ -351,7 +369,7 @@ def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
     out = []
     steps = s.gen_len - 1
     for b in batches:
-        est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype)
+        est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype, mla_form="serving")
         sb = replace(s, batch=b)
         tpot = _generation_s(spec, hardware, sb, pred, est)[1] / steps if steps else None
         need = sum(device_memory(spec, sb, est))

@@ -28,7 +28,15 @@ from core.cost import (  # noqa: E402
     kv_cache_bytes,
 )
 from core.spec import load_model_preset, spec_from_config  # noqa: E402
-from tests.tiny_configs import falcon_small, gpt_small, moe_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import (  # noqa: E402
+    deepseek_small,
+    falcon_small,
+    gpt_small,
+    moe_small,
+    neox_small,
+    opt_small,
+    small,
+)
 
 # vocab 1024 keeps the LM head a visible share of the FLOPs, so a wrong head term cannot hide in 2%.
 SMALL = small(vocab=1024, positions=256)
@@ -48,12 +56,16 @@ ARCHS = {
     "qwen2_moe": ("qwen2_moe", {**moe_small(vocab=1024, positions=256), "num_hidden_layers": 3,
                                 "shared_expert_intermediate_size": 40, "mlp_only_layers": [1]}),
     "qwen3_moe": ("qwen3_moe", {**moe_small(vocab=1024, positions=256), "head_dim": 16}),
+    # latent attention with low-rank queries; then full queries with every bias on
+    "deepseek_v3": ("deepseek_v3", deepseek_small(vocab=1024, positions=256)),
+    "deepseek_v3_full_q_bias": ("deepseek_v3", {**deepseek_small(vocab=1024, positions=256), "q_lora_rank": None,
+                                                "attention_bias": True}),
     # layer 0 slides (window 6), layer 1 is global: the two kinds of layer in one cache
     "gemma2_window6": ("gemma2", {**SMALL, "head_dim": 16, "sliding_window": 6}),
     "gemma3_window6": ("gemma3_text", {**SMALL, "head_dim": 16, "sliding_window": 6, "sliding_window_pattern": 2}),
 }
 _MODELS: dict[str, tuple] = {}
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 
 def tiny(key: str):
@@ -161,6 +173,7 @@ def test_causal_flops_respect_the_sliding_window():
                                                      ("mistral_window6", 2, torch.float32),
                                                      ("gemma2_window6", 2, torch.float32),
                                                      ("falcon_mqa", 2, torch.float32),
+                                                     ("deepseek_v3", 2, torch.bfloat16),
                                                      ("gemma3_window6", 1, torch.bfloat16)])
 def test_kv_bytes_equal_the_real_cache(key, batch, dtype):
     model, spec = tiny(key)
@@ -350,3 +363,49 @@ def test_moe_decode_reads_k_experts_alone_and_all_of_them_in_a_crowd():
             (b.experts_read - a.experts_read) * one_expert, abs=4)
         assert b.flops["mlp"] == pytest.approx(2 * a.flops["mlp"])  # arithmetic: k experts per token
     assert forward_cost(load_model_preset("llama-3.1-8b"), 1, 100, 4).experts_read is None
+
+
+def test_latent_attention_caches_the_latent_and_serving_absorbs_decode_only():
+    """DeepSeek-V3 (published: 61 x (512 + 64) x 2 = 70,272 bf16 bytes per token, DeepSeek-V3
+    technical report section 2.1.1 and its config). transformers re-expands the latent of every
+    attended position on every forward (checked against FlopCounterMode above); a serving engine
+    absorbs kv_b_proj for decode, so its decode step's kv_b work is one token's, not the context's."""
+    spec = load_model_preset("deepseek-v3")
+    assert kv_bytes_per_token(spec, "bf16") == 61 * (512 + 64) * 2 == 70_272
+    assert spec.n_kv_heads == 1 and spec.kv_width == 576
+    context = 4096
+    tf = forward_cost(spec, 1, context, weight_dtype="bf16")
+    sv = forward_cost(spec, 1, context, weight_dtype="bf16", mla_form="serving")
+    up = 2 * spec.kv_up_params * spec.n_layers  # kv_b_proj FLOPs of one position, all layers
+    assert tf.flops["attn_proj"] - sv.flops["attn_proj"] == up * context  # expanded: context + 1 positions
+    span = context + 1
+    h = spec.n_heads
+    assert tf.flops["attn_scores"] == 2 * h * (192 + 128) * span * spec.n_layers
+    assert sv.flops["attn_scores"] == 2 * h * (576 + 512) * span * spec.n_layers
+    assert sv.flops["total"] < tf.flops["total"] / 2  # at 4k context the re-expansion dominates
+    for key in ("weights", "kv_read", "kv_write"):  # same weights read, same latent cache
+        assert sv.bytes[key] == tf.bytes[key]
+    # a prefill expands in both forms; a chunk over a long cache too; a short verification absorbs
+    assert forward_cost(spec, 512, 0, mla_form="serving").flops == forward_cost(spec, 512, 0).flops
+    assert forward_cost(spec, 256, 1000, mla_form="serving").flops == forward_cost(spec, 256, 1000).flops
+    assert (forward_cost(spec, 5, 1000, mla_form="serving").flops["attn_proj"]
+            < forward_cost(spec, 5, 1000).flops["attn_proj"])
+    with pytest.raises(ValueError, match="mla_form"):
+        forward_cost(spec, 1, 10, mla_form="absorbed")
+    # a dense model ignores the form
+    llama = load_model_preset("llama-3.1-8b")
+    assert forward_cost(llama, 1, 100, mla_form="serving") == forward_cost(llama, 1, 100)
+
+
+def test_serving_form_takes_the_cheaper_form_per_row():
+    """core.cost.absorbs is the per-row choice: check it against both forms priced whole."""
+    from core.cost import step_cost
+    _, spec = tiny("deepseek_v3")
+    for n_new, n_cached in [(1, 0), (1, 3), (1, 200), (4, 2), (4, 100), (60, 10), (11, 0)]:
+        tf = forward_cost(spec, n_new, n_cached).flops["total"]
+        sv = forward_cost(spec, n_new, n_cached, mla_form="serving").flops["total"]
+        mixed = step_cost(spec, [(n_new, n_cached), (1, 50)], mla_form="serving").flops["total"]
+        assert sv <= tf
+        assert mixed == sv + forward_cost(spec, 1, 50, mla_form="serving").flops["total"]  # forms per row
+    assert forward_cost(spec, 1, 200, mla_form="serving").flops["total"] < forward_cost(spec, 1, 200).flops["total"]
+    assert forward_cost(spec, 11, 0, mla_form="serving").flops == forward_cost(spec, 11, 0).flops

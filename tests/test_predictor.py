@@ -220,3 +220,18 @@ def test_estimate_of_a_mixture_of_experts_reads_more_experts_as_the_batch_grows(
     assert crowd["decode"]["tpot_s"] > 1.5 * one["decode"]["tpot_s"]  # the batch-1 step read 2 of 8 experts
     for key in ("params", "kv_bytes_per_token", "kv_bytes_final", "ttft_s"):
         assert one[key] > 0
+
+
+def test_estimate_of_latent_attention_names_the_form_it_prices():
+    """DeepSeek-V3: the latent cache's 70,272 bf16 bytes per token, 671B parameters that no single
+    H100 holds (priced anyway, with the shortfall), and the attention form each machine runs:
+    a serving engine's absorbed decode on a datasheet GPU, transformers' re-expansion on "host"."""
+    args = ("--model", "deepseek-v3", "--prompt-len", "2048", "--gen-len", "8", "--dtype", "fp8")
+    gpu, host = _estimate(*args, "--hardware", "h100-sxm", "--tp", "8"), _estimate(*args, "--hardware", "host")
+    assert gpu["kv_bytes_per_token"] == 70_272  # fp8 weights keep a bf16 cache by default
+    assert gpu["mla_form"] == "serving" and host["mla_form"] == "transformers"
+    assert gpu["fits"] is False and gpu["shortfall_bytes"] > 0  # 671 GB of fp8 weights over 8 x 80 GB
+    assert gpu["n_experts"] == 256 and gpu["active_params"] < gpu["params"] / 15
+    # same prefill arithmetic in both forms; a decode step's arithmetic far smaller absorbed
+    assert gpu["prefill"]["flops"] == host["prefill"]["flops"]
+    assert gpu["decode"]["flops"] < host["decode"]["flops"] / 2

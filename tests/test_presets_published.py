@@ -25,6 +25,8 @@ PUBLISHED_PARAMS = [
     ("mixtral-8x7b", 46.7e9, 0.001, "Mixtral of Experts (Jiang et al. 2024), section 2: 47B parameters; "
      "mistralai/Mixtral-8x7B-v0.1 model page: 46.7B params"),
     ("qwen3-30b-a3b", 30.5e9, 0.002, "Qwen/Qwen3-30B-A3B model card: 30.5B in total, 3.3B activated"),
+    ("deepseek-v3", 671e9, 0.001, "DeepSeek-V3 technical report, abstract: 671B total parameters (the 14B "
+     "multi-token-prediction module of the 685B checkpoint excluded; transformers does not build it)"),
     ("gemma-2-9b", 9_241_705_984, 0, "google/gemma-2-9b model page: 9.24B params (safetensors: 9,241,705,984)"),
 ]
 
@@ -75,3 +77,14 @@ def test_published_active_parameters_of_mixtures_of_experts():
     assert qwen.params_total - qwen.params_embed - qwen.params_lm_head == pytest.approx(29.9e9, rel=0.002)
     dense = load_model_preset("llama-3.1-8b")
     assert dense.params_active == dense.params_total and not dense.is_moe
+
+
+def test_deepseek_v3_latent_cache_and_active_parameters():
+    """DeepSeek-V3 (technical report, section 2.1): multi-head latent attention caches a 512-wide
+    latent plus a 64-wide rotary key per layer, 61 x (512 + 64) x 2 = 70,272 bf16 bytes per token
+    (a Llama-3.1-70B token takes 327,680); 37B of its 671B parameters are activated per token; 3
+    dense layers, then 256 routed experts (8 per token) and one shared expert."""
+    spec = load_model_preset("deepseek-v3")
+    assert kv_bytes_per_token(spec, "bf16") == 70_272
+    assert (spec.n_experts, spec.experts_per_token, spec.n_moe_layers) == (256, 8, 58)
+    assert spec.params_active == pytest.approx(37e9, rel=0.02)

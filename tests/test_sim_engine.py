@@ -70,7 +70,8 @@ def test_the_predictors_mixed_step_rule():
 
 
 @pytest.mark.parametrize("preset", ["llama-3.1-8b", "mistral-7b-v0.1", "gpt2", "llama-3.1-70b", "pythia-1.4b", "opt-1.3b",
-                                    "gemma-2-9b", "falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b"])
+                                    "gemma-2-9b", "falcon-7b", "mixtral-8x7b", "qwen3-30b-a3b",
+                                    "deepseek-v3"])
 @pytest.mark.parametrize("tp", [1, 4])
 def test_fast_step_time_agrees_with_the_cost_function(preset, tp):
     spec, hw = load_model_preset(preset), load_hardware("h100-sxm")

@@ -26,7 +26,15 @@ from core.spec import (  # noqa: E402
     spec_from_config,
     spec_from_json,
 )
-from tests.tiny_configs import falcon_small, gpt_small, moe_small, neox_small, opt_small, small  # noqa: E402
+from tests.tiny_configs import (  # noqa: E402
+    deepseek_small,
+    falcon_small,
+    gpt_small,
+    moe_small,
+    neox_small,
+    opt_small,
+    small,
+)
 
 SMALL = small(vocab=256, positions=128)
 GPT_SMALL = gpt_small(vocab=256, positions=128)
@@ -61,6 +69,10 @@ TINY_CONFIGS: dict[str, tuple[str, dict]] = {
                                                  "shared_expert_intermediate_size": 40, "mlp_only_layers": [1]}),
     "qwen3_moe_sparse_step2": ("qwen3_moe", {**moe_small(vocab=256, positions=128), "num_hidden_layers": 4,
                                              "head_dim": 24, "decoder_sparse_step": 2}),
+    "deepseek_v3_latent": ("deepseek_v3", deepseek_small(vocab=256, positions=128)),
+    "deepseek_v3_full_q_bias_no_shared": ("deepseek_v3", {**deepseek_small(vocab=256, positions=128), "q_lora_rank": None,
+                                                          "attention_bias": True, "n_shared_experts": 0,
+                                                          "first_k_dense_replace": 0}),
     "gemma2_interleaved": ("gemma2", {**SMALL, "head_dim": 24, "sliding_window": 8}),
     "gemma3_text_qk_norm": ("gemma3_text", {**SMALL, "num_hidden_layers": 6, "head_dim": 24, "sliding_window": 8}),
     "opt_no_bias_untied": ("opt", {**opt_small(vocab=256, positions=128), "enable_bias": False,

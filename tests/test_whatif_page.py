@@ -102,3 +102,21 @@ def test_a_mixture_of_experts_shows_its_experts_read_growing_with_the_batch():
         assert curve[0] == 2.0 and curve == sorted(curve) and curve[-1] > 7.99
     dense = "".join(md.value for md in _app(model="llama-3.1-8b").markdown)
     assert "Mixture of experts" not in dense
+
+
+def test_latent_attention_says_what_it_caches_and_which_form_is_priced():
+    """DeepSeek-V3 on 8 H100s in fp8: the answer names the latent cache (70,272 bf16 bytes per token
+    against 4,997,120 for full heads), says the serving engines' form is the one priced, and gives
+    the typical step's FLOPs both ways, the transformers form the larger."""
+    import re
+
+    at = _app(model="deepseek-v3", hw="h100-sxm", tp="8", w="fp8", kv="bf16", batch="4")
+    assert not at.exception
+    text = "".join(md.value for md in at.markdown)
+    assert "**Multi-head latent attention**" in text, text
+    assert "70,272 bytes per token" in text and "4,997,120" in text
+    assert "as serving engines (vLLM, SGLang) run it" in text
+    serving, expanded = (float(x.replace(",", "")) for x in
+                         re.search(r"does ([\d,.]+) GFLOPs that way;.*?would do ([\d,.]+)", text).groups())
+    assert expanded > 2 * serving
+    assert "Multi-head latent attention" not in "".join(md.value for md in _app(model="mixtral-8x7b").markdown)

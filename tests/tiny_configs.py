@@ -42,3 +42,14 @@ def moe_small(vocab: int, positions: int) -> dict:
     """The Llama-shaped config with 4 experts of width 48, each token running 2 of them."""
     return {**small(vocab, positions), "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2,
             "moe_intermediate_size": 48}
+
+
+def deepseek_small(vocab: int, positions: int) -> dict:
+    """A DeepSeek-V3-shaped config: latent attention (low-rank queries, a 16-wide latent plus an
+    8-wide rotary key cached per layer), one dense layer, then 4 routed experts (2 per token) and
+    one shared expert."""
+    return {"hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "q_lora_rank": 24, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+            "qk_nope_head_dim": 16, "v_head_dim": 12, "n_routed_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 48, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1,
+            "topk_group": 1, "vocab_size": vocab, "max_position_embeddings": positions, **NO_IDS}

@@ -119,14 +119,27 @@ def summary(ans: dict[str, Any]) -> str:
             f"{e} × (1 − (1 − {k}/{e})^{st_['batch']})): alone, a sequence reads only its {k}; a crowd of "
             f"sequences reads nearly all of them, so a step's weight bytes grow with the batch until every "
             "expert is read; past that point extra sequences share the weight read as in a dense model.")
+    lat = ans.get("latent")
+    if lat:
+        lines.append(
+            f"**Multi-head latent attention**: instead of a key and a value for every head, each layer caches "
+            f"one compressed latent of {lat['kv_lora_rank']} numbers plus a {lat['rope_dim']}-number position key "
+            f"that all heads share: {lat['kv_bytes_per_token']:,} bytes per token (counted), where full heads would "
+            f"keep {lat['multi_head_bytes_per_token']:,} (×{lat['multi_head_bytes_per_token'] / lat['kv_bytes_per_token']:,.0f}). "
+            "Priced here as serving engines (vLLM, SGLang) run it: a decode step folds the latent's "
+            "up-projection into its query and output and attends over the latent directly; a prefill expands "
+            f"the latent into full keys and values. The typical step does {lat['step_flops_serving'] / 1e9:,.1f} "
+            f"GFLOPs that way; run as transformers runs it, re-expanding every cached position, it would do "
+            f"{lat['step_flops_transformers'] / 1e9:,.1f} (counted).")
     b = ans["compute_bound_batch"]
     if b is None:
         extra = ans["per_extra_sequence_s"]
         lines.append(f"**Batching**: up to batch {whatif.MAX_BATCH:,} decode stays bandwidth-bound at this context: "
-                     f"each extra sequence adds {extra['kv'] * 1e6:,.1f} µs of its own cache reads but only "
-                     f"{extra['compute'] * 1e6:,.1f} µs of arithmetic (predicted), so the shared weight read "
-                     "matters less and less but the step never becomes compute-bound. A shorter context or a "
-                     "smaller KV dtype moves the turn back into reach.")
+                     f"each extra sequence adds {extra['kv'] * 1e6:,.1f} µs of its own cache reads and "
+                     f"{extra['compute'] * 1e6:,.1f} µs of arithmetic (predicted), and even at batch "
+                     f"{whatif.MAX_BATCH:,} the arithmetic stays shorter than the time to move the weights and "
+                     "every sequence's cache, so the step never becomes compute-bound. A shorter context or a "
+                     "smaller KV dtype moves the turn closer.")
     else:
         lines.append(f"**Batching**: decode stops being bandwidth-bound from batch **{b:,}** (predicted): below it, "
                      "extra sequences ride on the same weight read almost for free.")

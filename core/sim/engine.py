@@ -120,7 +120,10 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         if step.learned_positions:
             from core.cost import _position_rows
             positions = _position_rows([(r.n_new + r.pad, r.seq.prefilled, 1) for r in rows], step.learned_positions)
-        dt = step.seconds(len(rows), tokens, held, pairs, multi, positions)
+        latent = (0, 0, 0)
+        if step.latent is not None:  # latent attention: each row's form decides how its pairs are priced
+            _, _, pairs, _, latent = step.sums([(r.n_new + r.pad, r.seq.prefilled) for r in rows])
+        dt = step.seconds(len(rows), tokens, held, pairs, multi, positions, latent)
         if admitted:
             skipped = []
             found = 0

@@ -8,9 +8,12 @@ call plus a Python loop over the rows. But that time is linear in a few sums ove
            + per_held * held + per_pair * pairs + multi_token * [any row feeds > 1 token]
            (+ per_position * distinct positions, for models with a learned position table)
            (+ per_expert * E(1 - (1 - k/E)^tokens), a mixture of experts' expected experts read)
+           (+ per_latent_pair * latent pairs + per_expanded * expanded positions
+              + per_absorbed * absorbed tokens, for latent attention run as engines run it)
 
 where `held` is the cached positions the rows read (summed over layers) and `pairs` the (query,
-key) pairs of attention. `StepTime.fit` reads the coefficients off step_time_s at a dozen
+key) pairs of attention. Latent attention splits the rows by the form each takes (core.cost.absorbs):
+an absorbed row's pairs score against the latent, an expanded row re-expands every position it attends. `StepTime.fit` reads the coefficients off step_time_s at a dozen
 designed row sets and refuses to return unless they reproduce it exactly at every one of them,
 so the simulator keeps one cost model: this is its derivative, not a second copy of it.
 """
@@ -22,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.cost import _position_rows, held_positions
+from core.cost import _position_rows, absorbs, held_positions, latent_costs
 from core.hardware import HardwareSpec
 from core.spec import ModelSpec
 
 FEATURES = ("base", "per_row", "per_token", "per_embedding_row", "per_held", "per_pair", "multi_token",
-            "per_position", "per_expert")
+            "per_position", "per_expert", "per_latent_pair", "per_expanded", "per_absorbed")
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,15 @@ class StepTime:
     multi_token: float = 0.0
     per_position: float = 0.0
     per_expert: float = 0.0
+    per_latent_pair: float = 0.0
+    per_expanded: float = 0.0
+    per_absorbed: float = 0.0
     vocab: int = 1 << 62
     n_layers: int = 1
     learned_positions: int = 0  # max positions of a learned table; 0 when the model has none
     sliding: tuple[int, int, int] | None = None  # (full layers, window layers, window) when windowed
     experts: tuple[int, int] | None = None  # (experts, experts per token) of a mixture of experts
+    latent: tuple[int, int] | None = None  # core.cost.latent_costs, when rows choose a latent-attention form
 
     def experts_read(self, tokens: int) -> float:
         """Expected distinct experts an MoE layer reads for `tokens` tokens (ModelSpec.experts_read)."""
@@ -64,26 +71,40 @@ class StepTime:
         full, windowed, window = self.sliding
         return full * n_cached + windowed * min(n_cached, window - 1)
 
-    def seconds(self, rows: int, tokens: int, held: int, pairs: int, multi: bool, positions: int = 0) -> float:
-        """The iteration's time from its sums (see the module docstring)."""
+    def seconds(self, rows: int, tokens: int, held: int, pairs: int, multi: bool, positions: int = 0,
+                latent: tuple[int, int, int] = (0, 0, 0)) -> float:
+        """The iteration's time from its sums (see the module docstring); `latent` is (latent pairs,
+        expanded positions, absorbed tokens), zero but for latent attention."""
         return (self.base + self.per_row * rows + self.per_token * tokens
                 + self.per_embedding_row * min(tokens, self.vocab) + self.per_held * held
                 + self.per_pair * pairs + (self.multi_token if multi else 0.0) + self.per_position * positions
-                + (self.per_expert * self.experts_read(tokens) if self.experts else 0.0))
+                + (self.per_expert * self.experts_read(tokens) if self.experts else 0.0)
+                + self.per_latent_pair * latent[0] + self.per_expanded * latent[1] + self.per_absorbed * latent[2])
 
-    def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
-        """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
-        tokens = held = pairs = 0
+    def sums(self, rows: Sequence[tuple[int, int]]) -> tuple[int, int, int, bool, tuple[int, int, int]]:
+        """(tokens, held, pairs, any multi-token row, latent sums) of (n_new, n_cached) rows: see `seconds`."""
+        tokens = held = pairs = latent_pairs = expanded = absorbed = 0
         multi = False
         for n_new, n_cached in rows:
             h = self.held(n_cached)
+            span = h + self.n_layers * n_new
             tokens += n_new
             held += h
-            pairs += n_new * (h + self.n_layers * n_new)
             multi = multi or n_new > 1
+            if self.latent is not None and absorbs(n_new, h, self.n_layers, *self.latent):
+                latent_pairs += n_new * span
+                absorbed += n_new
+            else:
+                pairs += n_new * span
+                expanded += span if self.latent is not None else 0
+        return tokens, held, pairs, multi, (latent_pairs, expanded, absorbed)
+
+    def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
+        """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
+        tokens, held, pairs, multi, latent = self.sums(rows)
         positions = (_position_rows([(n, c, 1) for n, c in rows], self.learned_positions)
                      if self.learned_positions else 0)
-        return self.seconds(len(rows), tokens, held, pairs, multi, positions)
+        return self.seconds(len(rows), tokens, held, pairs, multi, positions, latent)
 
     @classmethod
     def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario) -> StepTime:
@@ -95,21 +116,22 @@ class StepTime:
         v = spec.vocab
         designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)], [(3, 0)],
                    [(5, 5), (5, 5), (1, 300)], [(1, 2000), (4, 0)], [(v + 10, 0)], [(v + 100, 3), (1, 7)],
-                   [(1, 9000), (1, 40), (1, 3)], [(64, 4000)], [(300, 0), (1, 5000), (1, 1)]]
+                   [(1, 9000), (1, 40), (1, 3)], [(64, 4000)], [(300, 0), (1, 5000), (1, 1)],
+                   [(400, 100)], [(256, 1000), (1, 20)], [(5, 3000), (1, 1)]]
         template = cls(vocab=v, n_layers=spec.n_layers,
                        learned_positions=spec.max_positions if spec.learned_pos_emb else 0,
                        sliding=None if spec.sliding_window is None else
                        (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window),
-                       experts=(spec.n_experts, spec.experts_per_token) if spec.is_moe else None)
+                       experts=(spec.n_experts, spec.experts_per_token) if spec.is_moe else None,
+                       latent=latent_costs(spec) if spec.is_mla else None)  # step_time_s runs rows as engines do
         x, y = [], []
         for rows in designs:
-            tokens = sum(n for n, _ in rows)
-            held = sum(held_positions(spec, c) for _, c in rows)
-            pairs = sum(n * (held_positions(spec, c) + spec.n_layers * n) for n, c in rows)
+            tokens, held, pairs, multi, latent = template.sums(rows)
+            assert held == sum(held_positions(spec, c) for _, c in rows)
             positions = (_position_rows([(n, c, 1) for n, c in rows], spec.max_positions)
                          if spec.learned_pos_emb else 0)
-            x.append([1.0, len(rows), tokens, min(tokens, v), held, pairs, float(any(n > 1 for n, _ in rows)),
-                      positions, template.experts_read(tokens)])
+            x.append([1.0, len(rows), tokens, min(tokens, v), held, pairs, float(multi),
+                      positions, template.experts_read(tokens), *latent])
             y.append(step_time_s(spec, hardware, scenario, rows, pred))
         xa, ya = np.array(x, dtype=float), np.array(y, dtype=float)
         scale = np.abs(xa).max(axis=0)
