@@ -152,7 +152,7 @@ def test_the_paper_and_prefill_texts_agree_with_the_run(run_data):
     decode = events[1:]
     assert values["pred_ms"] == f"{statistics.median(e.predicted_ms for e in decode):.0f}"
     assert values["p_memory_ms"] == lesson._ms(statistics.median(e.predicted_terms_ms['memory'] for e in decode))
-    assert values["paper_ms"] == f"{statistics.median(1000 * e.cost['bytes']['total'] / 7e9 for e in decode):.0f}"
+    assert values["paper_ms"] == f"{statistics.median(1000 * e.cost['bytes']['total'] / 7e9 for e in decode):.1f}"
     flops, seconds = events[0].cost["flops"]["total"], events[0].latency_ms / 1e3
     assert values["prefill_pct_of_peak"] == f"{100 * flops / seconds / 7e10:.0f}"
     intensity = flops / events[0].cost["bytes"]["total"]
@@ -328,4 +328,5 @@ def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(
     assert first.startswith("KV cache at prefill:")
     budget = charts.figure_dict("budget", events, ctx)["layout"]["annotations"]
     kv_ms = events[-1].predicted_terms_ms["kv"]
-    assert f"step {last}: the KV cache's part is {kv_ms:.1f} of {events[-1].predicted_ms:.0f} ms" in budget[0]["text"]
+    assert (f"latest step ({last}): the KV cache's part is {kv_ms:.1f} ms of its {events[-1].predicted_ms:.0f} ms "
+            "predicted") in budget[0]["text"]

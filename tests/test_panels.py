@@ -233,3 +233,20 @@ def test_panels_run_the_real_model():
     assert rows["weight-stream bandwidth"][2].startswith("measured")
     about = [t.value for t in at.table if list(t.value.columns) == ["what", "value", "source"]]
     assert about and "weights source" in set(about[0]["what"]), "the about table is drawn"
+
+
+def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
+    """A recording's crossover is the recording machine's: with `here`, the summary adds this
+    server's own roofline estimate (its ridge ÷ the same step's intensity), with the speeds divided."""
+    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
+            for b, ms in ((1, 65.6), (64, 277.0))]
+    result = {"rows": rows, "prompt_len": 39,
+              "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4,
+                           "peak_flops_per_s": 147e9, "bandwidth_bytes_per_s": 10e9}}
+    here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7, "peak_flops_per_s": 102e9,
+            "bandwidth_bytes_per_s": 15.8e9}
+    text = panel_figures.batching_summary(result, "the recording machine", here)
+    assert "147 GFLOP/s ÷ 10.0 GB/s" in text
+    assert "*On this server (computed):*" in text and "**6.5 FLOP/byte**" in text
+    assert "102 GFLOP/s ÷ 15.8 GB/s" in text and "batch ≈ **13** here" in text
+    assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")

@@ -175,21 +175,22 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
             append["4"] = {"x": [k], "y": [e.predicted_ms], "text": [f"  predicted {e.predicted_ms:.0f} ms"]}
     prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     pcts = (perf.prediction_error_pct(ev.predicted_ms, ev.latency_ms) for ev in events[1:k + 1])
-    errors = [abs(x) for x in pcts if x is not None]
+    errors = [x for x in pcts if x is not None]
     return {"append": append, "layout": {"title.text": _latency_title(prefill, errors, started=True)}}
 
 
 def _latency_title(prefill: float | None, decode_errors: list[float], started: bool) -> str:
-    """The title, and a second line with the prediction errors: the prefill's (signed) and the
-    median size of the decode steps'. The line is there from the start, so the live chart's title
-    block keeps its height."""
+    """The title, and a second line with the prediction errors (signed, as the grey bars): the
+    prefill's, and the decode steps' median with how many steps were predicted too fast. The line
+    is there from the start, so the live chart's title block keeps its height."""
     if not started:
         errors = "shown from the first step"
     elif prefill is None:
         errors = "no prediction for this run"
     else:
-        rest = (f"decode off by {statistics.median(decode_errors):.0f}% (median, either way)" if decode_errors
-                else "decode from the first decode step")
+        fast = sum(1 for x in decode_errors if x < 0)
+        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median; {fast} of {len(decode_errors)} "
+                "steps predicted too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("Latency per token: prefill once, then one decode step per token"
             f"<br><sub>prediction error (predicted vs measured): {errors}</sub>")
@@ -389,8 +390,8 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     terms = e.predicted_terms_ms
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
-        text = (f"step {k}: the KV cache's part is {kv:.1f} of {e.predicted_ms:.0f} ms predicted "
-                f"({100.0 * kv / e.predicted_ms:.1f}%), the thin orange slice; it grows with every token")
+        text = (f"latest step ({k}): the KV cache's part is {kv:.1f} ms of its {e.predicted_ms:.0f} ms predicted, "
+                "the thin orange slice; it grows with every token (the text beside gives medians)")
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     return patch

@@ -105,8 +105,8 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
     v["step_mb"] = f"{step_bytes / 1e6:.0f}"
     papers = [p for p in (perf.paper_ms(e, bw) for e in decode) if p is not None]
-    if papers:
-        v["paper_ms"] = f"{statistics.median(papers):.0f}"
+    if papers:  # one decimal: the weights-only and cache parts below differ by less than a millisecond
+        v["paper_ms"] = f"{statistics.median(papers):.1f}"
     terms = perf.median_terms_ms(decode)
     predicted = [e.predicted_ms for e in decode if e.predicted_ms is not None]
     if not terms or not predicted:
@@ -118,7 +118,8 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
     kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
     if bw:
-        v["paper_weights_ms"] = f"{1000.0 * weight_bytes / bw:.0f}"
+        v["paper_weights_ms"] = f"{1000.0 * weight_bytes / bw:.1f}"
+        v["paper_kv_ms"] = _ms(1000.0 * kv_bytes / bw)
     if terms.get("memory"):
         v["weights_gbs"] = f"{weight_bytes / (terms['memory'] / 1e3) / 1e9:.1f} GB/s"
     kv_share = (f"this step moves {fmt_bytes(kv_bytes)} of cache against {fmt_bytes(weight_bytes)} of weights "
@@ -190,4 +191,14 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             if intensity >= ridge else
             f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
             "bandwidth")
+        bytes_ms = 1000.0 * prefill.cost["bytes"]["total"] / bw
+        v["prefill_verdict"] = (
+            f"**So was this prefill compute-bound?** Memory did not hold it back: its "
+            f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) take {bytes_ms:.0f} ms at {bw / 1e9:.1f} GB/s, "
+            f"against {prefill.latency_ms:.0f} ms measured. Its time went into arithmetic and the per-layer fixed "
+            f"costs, so by the roofline it was compute-bound, yet it ran at only {100 * achieved / peak:.0f}% of the "
+            "roof: limited by arithmetic, far from saturating it."
+            if intensity >= ridge else
+            f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
+            "moving its bytes, not arithmetic, set its pace.")
     return v

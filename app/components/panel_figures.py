@@ -225,11 +225,14 @@ def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
             "not capture everything the CPU's matrix routines do with a few rows at once.")
 
 
-def batching_summary(result: dict[str, Any], where: str = "this machine") -> str:
+def batching_summary(result: dict[str, Any], where: str = "this machine",
+                     here: dict[str, float] | None = None) -> str:
     """What the batching result says, every figure in the text taken from the result beside it ('' before
     two batch sizes are measured): the step time and throughput at both ends (measured), the gain of the
     last doubling, and the batch where decode stops being bandwidth-bound, twice: the plain roofline
-    estimate (computed) and the latency model's crossover (predicted)."""
+    estimate (computed) and the latency model's crossover (predicted). `here`: the same roofline
+    estimate for this server (app.services.experiments.roofline_batch_with), when the result shown
+    was measured on another machine."""
     rows = result.get("rows", [])
     if len(rows) < 2:
         return ""
@@ -258,7 +261,8 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
         ridge, intensity, est = roofline["ridge_flop_per_byte"], roofline["decode_intensity"], roofline["batch"]
         bullets.append(f"- *Roofline estimate (computed):* one decode step at batch 1 does **{intensity:.2f} FLOPs "
                        f"per byte** it moves{at}, by the cost model's count, and {where}'s ridge point is "
-                       f"**{ridge:.1f} FLOP/byte** (its calibrated matmul speed over its memory bandwidth). Each "
+                       f"**{ridge:.1f} FLOP/byte** (its calibrated matmul speed{_speeds(roofline)} over its memory "
+                       "bandwidth). Each "
                        "extra row adds arithmetic but reads the same weights, so the FLOPs per byte grow about in "
                        f"step with the batch and reach the ridge near batch {ridge:.1f} ÷ {intensity:.2f} ≈ "
                        f"**{est:.0f}**.")
@@ -269,9 +273,14 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
                        "throughput grows ever more slowly.")
+    if here and here.get("batch"):
+        bullets.append(f"- *On this server (computed):* its ridge is **{here['ridge_flop_per_byte']:.1f} FLOP/byte** "
+                       f"(calibrated when it started{_speeds(here)}) and the same batch-1 step does "
+                       f"{here['decode_intensity']:.2f} FLOPs per byte, so the same estimate gives batch ≈ "
+                       f"**{here['batch']:.0f}** here. Press the button to measure this server's own curve.")
     if bullets:
         out.append("**Where decode stops being bandwidth-bound:**\n" + "\n".join(bullets))
-        if len(bullets) == 2:
+        if crossover and roofline.get("batch"):
             out.append("The two differ because the latency model also counts the cache and activation bytes that grow "
                        "with every row, a fixed cost per forward, and how fast the machine really ran each kind of "
                        "work; the estimate uses the bare ceilings and the batch-1 step alone. A GPU, with far more "
@@ -279,3 +288,11 @@ def batching_summary(result: dict[str, Any], where: str = "this machine") -> str
         else:
             out.append("A GPU, with far more FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
     return "\n\n".join(out)
+
+
+def _speeds(roofline: dict[str, float]) -> str:
+    """", 102 GFLOP/s ... 15.8 GB/s" when a roofline estimate carries the ceilings it divided."""
+    peak, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
+    if not peak or not bw:
+        return ""
+    return f", {peak / 1e9:.0f} GFLOP/s ÷ {bw / 1e9:.1f} GB/s"

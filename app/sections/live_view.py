@@ -18,6 +18,11 @@ from app import state
 from app.components import charts, lesson
 from app.components import live_component as live
 from app.services.runs import page_turn
+from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED
+
+# why a run ended, in the reader's words (the trace keeps the code names)
+STOP_WORDS = {STOP_MAX_NEW_TOKENS: "token cap reached", STOP_EOS: "the model ended its answer",
+              STOP_STOPPED: "stopped"}
 
 TEXT_REFRESH_S = 2.0
 POLL_S = 1.0  # each pass costs the server and the browser a Streamlit render: once a second is enough
@@ -39,7 +44,7 @@ def status_of(run: Any) -> dict[str, str]:
         if run.ctx is None or n == 0:
             return {"state": "running", "text": run.progress or "starting…"}
         return {"state": "running", "text": f"Model running: {n} tokens so far"}
-    labels = {"done": f"Finished: {n} tokens ({run.stop_reason or 'done'})",
+    labels = {"done": f"Finished: {n} tokens ({STOP_WORDS.get(run.stop_reason, run.stop_reason or 'done')})",
               "stopped": f"Stopped by you after {n} tokens", "abandoned": "Stopped: nobody was watching",
               "error": f"The run failed: {run.error}"}
     return {"state": run.status, "text": labels.get(run.status, run.status)}

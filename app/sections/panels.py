@@ -31,6 +31,7 @@ from app.services.experiments import (
     COMPARE_DEFAULT_TOKENS,
     BatchJob,
     CompareJob,
+    roofline_batch_with,
 )
 from app.services.model import cached_ceilings, get_queue
 from core import perf
@@ -39,7 +40,6 @@ from core.runner import encode_prompt
 NO_MODEL = ("The live model is not ready on this server yet, so the button waits for it; "
             "the recording shown here stands in meanwhile.")
 POLL_S = 1.0  # a fragment pass costs the server CPU the measurement needs; a second is plenty
-SOURCE_ICONS = {"bundled": ":material/inventory_2:", "server": ":material/dns:", "yours": ":material/check_circle:"}
 
 
 def _job_status(job: Any) -> None:
@@ -94,7 +94,7 @@ def _source_line(shown: results.Measurement, key: str, note: str = "", can_measu
     """Where and when the shown result was measured, in one line (and a note under it)."""
     line = results.label(shown, can_measure=can_measure)
     with st.container(key=key):
-        st.caption(f"{SOURCE_ICONS.get(shown.source, '')} **{line}**" + (f"  \n{note}" if note else ""))
+        st.caption(f"**{line}**" + (f"  \n{note}" if note else ""))
 
 
 def compare_panel(loaded: Any | None) -> None:
@@ -224,7 +224,10 @@ def _batching_body(loaded: Any) -> None:
                         st.caption("The latency model alone, past the measured range:")
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
     if shown is not None:
-        summary = panel_figures.batching_summary(shown.result, where)
+        here = None
+        if shown.source == "bundled" and loaded is not None and shown.result.get("prompt_len"):
+            here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
+        summary = panel_figures.batching_summary(shown.result, where, here)
         if summary:
             st.markdown(summary)
     _poll(job, state.BATCHING_SEEN)

@@ -175,9 +175,14 @@ def roofline_batch(loaded: Any, prompt_len: int) -> dict[str, float] | None:
     It ignores what the predictor adds: fitted coefficients, a fixed overhead, and the cache and
     activation bytes that grow with every row.
     """
+    return roofline_batch_with(loaded, prompt_len, get_ceilings())  # runs inside a queued job: measuring is allowed
+
+
+def roofline_batch_with(loaded: Any, prompt_len: int, ceilings: Any) -> dict[str, float] | None:
+    """roofline_batch with ceilings already measured (the script thread never measures; None
+    without them)."""
     try:
-        ceilings = get_ceilings()  # runs inside a queued job: measuring is allowed
-        if not ceilings.peak_flops or not ceilings.bandwidth:
+        if ceilings is None or not ceilings.peak_flops or not ceilings.bandwidth:
             return None
         spec = spec_from_config(loaded.config)
         cost = cost_for_event(spec, 1, prompt_len + BATCH_CONTEXT, 1, normalize_dtype(loaded.info.dtype))

@@ -36,8 +36,9 @@ def _render() -> None:
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title(TITLE)
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
-               "Every number says what it is: **measured** on this run, **computed** from the model's shapes, or "
-               "**predicted** by the latency model.")
+               "Every number says what it is: **measured** on this run, **computed** from the model's shapes, "
+               "**calibrated** by this server's own short benchmarks, **predicted** by the latency model, or "
+               "**estimated** in a sketch built from those.")
     presenter.render_header()
     share_links.show_notices()
     if not presenter.active():
