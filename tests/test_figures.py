@@ -67,9 +67,15 @@ def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
 def test_traffic_and_roofline_use_the_cost_of_every_step(run_data):
     events, ctx = run_data
     traffic = charts.figure("traffic", events, ctx)
-    assert [len(t.y) for t in traffic.data] == [len(events)] * 4
+    assert [len(t.y) for t in traffic.data] == [len(events)] * 5
     cumulative = traffic.data[3].y
     assert all(b >= a for a, b in zip(cumulative, cumulative[1:], strict=False))
+    # the stacked bars (weights, cache read, cache written, activations) are each step's whole byte count
+    bars = [t for t in traffic.data if t.type == "bar"]
+    assert [t.name for t in bars][-1] == "activations read and written (computed)"
+    for k, e in enumerate(events):
+        assert sum(t.y[k] for t in bars) == pytest.approx(e.cost["bytes"]["total"] / 1e6, abs=1e-3)  # 4 decimals
+    assert cumulative[-1] == pytest.approx(sum(e.cost["bytes"]["total"] for e in events) / 1e6, rel=1e-4)
     roof = charts.figure("roofline", events, ctx)
     assert len(roof.data[1].x) == 1 and len(roof.data[2].x) == len(events) - 1
     assert roof.data[1].x[0] > roof.data[2].x[0]  # prefill is more intense than decode
@@ -328,5 +334,5 @@ def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(
     assert first.startswith("KV cache at prefill:")
     budget = charts.figure_dict("budget", events, ctx)["layout"]["annotations"]
     kv_ms = events[-1].predicted_terms_ms["kv"]
-    assert (f"latest step ({last}): the KV cache's part is {kv_ms:.1f} ms of its {events[-1].predicted_ms:.0f} ms "
-            "predicted") in budget[0]["text"]
+    assert f"latest step ({last}): KV cache {kv_ms:.1f} ms of the {events[-1].predicted_ms:.0f} ms predicted" \
+        in budget[0]["text"]

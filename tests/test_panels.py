@@ -87,6 +87,8 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     assert not re.search(r"core|predictor\.|compute_bound", text)  # plain words, no code names
     inside = panel_figures.batching_summary({**result, "compute_bound_from": 12.0})
     assert "inside the measured range" in inside
+    assert f"throughput still grew ×{rows[-1]['tokens/s (measured)'] / rows[3]['tokens/s (measured)']:.2f} from batch 8 " \
+           "to 16" in inside  # 12 falls between the measured 8 and 16
     assert "against the prediction" not in text  # no predicted step times: nothing to compare
     predicted = {1: 55.0, 2: 56.0, 4: 58.0, 8: 62.0, 16: 70.0}
     jumpy = {**result, "rows": [{**r, "decode step ms (predicted)": predicted[r["batch"]]} for r in rows]}

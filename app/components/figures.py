@@ -206,6 +206,9 @@ def signed_pct(x: float) -> str:
 
 TRAFFIC_PARTS = (("weights", "weights read", pal.WEIGHTS), ("kv_read", "KV cache read", pal.KV_READ),
                  ("kv_write", "KV cache written", pal.KV_WRITE))
+# Drawn after the cumulative line (trace 4, so trace 3 stays the line) and stacked on top: the
+# layers' intermediate vectors are part of every byte count the page quotes (542 MB, 581 MB).
+ACTIVATIONS = ("activations", "activations read and written", pal.GREY)
 
 
 def traffic_base(ctx: RunContext) -> dict[str, Any]:
@@ -215,6 +218,9 @@ def traffic_base(ctx: RunContext) -> dict[str, Any]:
     data.append({"type": "scatter", "mode": "lines", "x": [], "y": [], "yaxis": "y2",
                  "name": "cumulative bytes, right axis (computed)", "line": {"color": pal.PURPLE, "width": 2},
                  "hovertemplate": "after step %{x}: %{y:,.0f} MB moved in total (computed)<extra></extra>"})
+    _, label, color = ACTIVATIONS
+    data.append({"type": "bar", "x": [], "y": [], "name": label + " (computed)", "marker": {"color": color},
+                 "legendrank": 1001, "hovertemplate": "step %{x}: %{y:.2f} MB " + label + " (computed)<extra></extra>"})
     layout = pal.base_layout("Memory traffic per forward: the bytes each step must move "
                              "(computed from the model's shapes)", height=360, barmode="stack",
                              meta={"notes_row": True})  # the KV note arrives with the first step
@@ -238,6 +244,7 @@ def traffic_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     append = {str(i): {"x": [k], "y": [round(b[key] / MB, 4)]} for i, (key, _, _) in enumerate(TRAFFIC_PARTS)}
     total = sum((ev.cost or {}).get("bytes", {}).get("total", 0) for ev in events[:k + 1])
     append["3"] = {"x": [k], "y": [round(total / MB, 3)]}
+    append["4"] = {"x": [k], "y": [round(b[ACTIVATIONS[0]] / MB, 4)]}
     return {"append": append, "layout": {"annotations": [_kv_traffic_note(e, k)]}}
 
 
@@ -390,8 +397,9 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     terms = e.predicted_terms_ms
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
-        text = (f"latest step ({k}): the KV cache's part is {kv:.1f} ms of its {e.predicted_ms:.0f} ms predicted, "
-                "the thin orange slice; it grows with every token (the text beside gives medians)")
+        # one line at every step count: a note that wraps mid-run would move the plot under it
+        text = (f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted, the thin "
+                "orange slice; it grows with every token")
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     return patch

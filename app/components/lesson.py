@@ -45,7 +45,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
              window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token),
              dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}",
-             four_bit_share={4: "an eighth", 2: "a quarter", 1: "half"}.get(ctx.dtype_bytes, "a fraction"))
+             four_bit_share={4: "about a sixth", 2: "about a third"}.get(ctx.dtype_bytes, "a fraction"))
     if events:
         v["prompt_tokens"] = str(ctx.prompt_len)
     if ctx.weight_bytes:
@@ -91,7 +91,9 @@ def pause_note(pauses: list[float] | None) -> str:
         return ""
     return (f" While a run goes, the server redraws this page about once a second, in Python on the same "
             f"cores; the model waits between steps for each redraw so they never land in a timed step "
-            f"(this run: {len(pauses)} waits, {sum(pauses):.1f} s in all, not counted in any step).")
+            f"(this run: {len(pauses)} waits, {sum(pauses):.1f} s in all, not counted in any step). Slow steps "
+            "left after that were slowed by other work on these cores: when the browser showing this page "
+            "runs on the same computer, its drawing of each update lands in the steps just after a wait.")
 
 
 def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
@@ -129,7 +131,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         if terms["kv"] >= 0.05:
             kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
                         f"coefficients a byte of cache costs about "
-                        f"{ratio:.1f}× a byte of weights")
+                        f"{ratio:.1f}× a byte of weights (predicted)")
     v["kv_sentence"] = kv_share
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
@@ -192,12 +194,13 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
             "bandwidth")
         bytes_ms = 1000.0 * prefill.cost["bytes"]["total"] / bw
+        roof_ms = 1000.0 * flops / peak
         v["prefill_verdict"] = (
-            f"**So was this prefill compute-bound?** Memory did not hold it back: its "
-            f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) take {bytes_ms:.0f} ms at {bw / 1e9:.1f} GB/s, "
-            f"against {prefill.latency_ms:.0f} ms measured. Its time went into arithmetic and the per-layer fixed "
-            f"costs, so by the roofline it was compute-bound, yet it ran at only {100 * achieved / peak:.0f}% of the "
-            "roof: limited by arithmetic, far from saturating it."
+            f"**So was this prefill compute-bound?** Not memory-bound: its "
+            f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) take {bytes_ms:.0f} ms at {bw / 1e9:.1f} GB/s. "
+            f"Its FLOPs at the roof would take {roof_ms:.0f} ms (computed); it took {prefill.latency_ms:.0f} ms "
+            "(measured). So arithmetic is what sets its time, as the roofline says, but done well below the "
+            "roof's speed: the thin matrix products and the fixed cost per layer take the rest."
             if intensity >= ridge else
             f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
             "moving its bytes, not arithmetic, set its pace.")

@@ -129,12 +129,15 @@ def _mean(values: list[float]) -> float:
 PREDICTED_NAME = "predicted (latency model)"
 
 
-def batching_figure(result: dict[str, Any], where: str = "this machine", measured_name: str = "measured here") -> go.Figure:
+def batching_figure(result: dict[str, Any], where: str = "this machine", measured_name: str = "measured here",
+                    here: dict[str, float] | None = None) -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
     with the predicted compute-bound batch marked, and the plain roofline estimate beside it.
 
     `where` names the machine in the title and `measured_name` the measured line: a recording made
-    elsewhere must not call its numbers "here"."""
+    elsewhere must not call its numbers "here". `here`: this server's own roofline estimate, drawn
+    beside a recording's (see batching_summary). Throughput is on a log axis like the batch: batching
+    that cost nothing would be a straight line of slope one, not an upward curve."""
     rows, predicted = result.get("rows", []), result.get("predicted", [])
     crossover = result.get("compute_bound_from")
     roofline = result.get("roofline") or {}
@@ -183,12 +186,24 @@ def batching_figure(result: dict[str, Any], where: str = "this machine", measure
                            text=f"roofline estimate:<br>batch ≈ {estimate:.0f} (computed)", showarrow=False,
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.PURPLE})
         top = max(top, estimate)
+    mine = (here or {}).get("batch")
+    if mine:
+        for col in (1, 2):
+            fig.add_vline(x=mine, line={"color": pal.GREY, "dash": "longdash", "width": 2}, row=1, col=col)
+        fig.add_annotation(x=math.log10(mine), y=0.62, yref="y domain", xref="x", yanchor="middle",
+                           text=f"this server's roofline<br>estimate: batch ≈ {mine:.0f} (computed)", showarrow=False,
+                           xanchor="right", xshift=-6, align="right", font={"size": 12})
+        top = max(top, mine)
     ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     fig.update_layout(**pal.base_layout(f"Decode on {where}: one step serves the whole batch", height=400))
     fig.update_xaxes(type="log", tickvals=[t for t in ticks if t <= top], ticktext=[str(t) for t in ticks if t <= top],
                      title_text="batch size (sequences decoded together)", range=[-0.15, math.log10(top * 1.3)])
     fig.update_yaxes(title_text="ms per step", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="tokens/s", rangemode="tozero", row=1, col=2)
+    rates = [r["tokens/s (measured)"] for r in rows] + [p["tokens/s (predicted)"] for p in predicted]
+    lo, hi = (min(rates), max(rates)) if rates else (1.0, 10.0)
+    marks = [m * 10 ** e for e in range(-1, 6) for m in (1, 2, 5) if lo / 2 <= m * 10 ** e <= hi * 2]
+    fig.update_yaxes(title_text="tokens/s (log scale)", type="log", tickvals=marks,
+                     ticktext=[f"{m:g}" for m in marks], row=1, col=2)
     return pal.fit_legend(fig)
 
 
@@ -267,8 +282,13 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
                        f"step with the batch and reach the ridge near batch {ridge:.1f} ÷ {intensity:.2f} ≈ "
                        f"**{est:.0f}**.")
     if crossover:
-        side = ("past the measured range, where only the dashed predicted line goes" if crossover > b1
-                else "inside the measured range: the measured gains above show what happened there")
+        if crossover > b1:
+            side = "past the measured range, where only the dashed predicted line goes"
+        else:  # say what the measurement did past the predicted turn
+            below = [r for r in rows if r["batch"] <= crossover] or rows[:1]
+            at = below[-1]
+            side = (f"inside the measured range: measured, the throughput still grew ×{r1 / _rate(at):.2f} from "
+                    f"batch {at['batch']} to {b1}, so the measured curve bends gradually rather than at one batch")
         bullets.append(f"- *Latency model (predicted):* its arithmetic time, with coefficients fitted to "
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "

@@ -141,7 +141,7 @@ def _compare_body(loaded: Any) -> None:
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
         st.caption(why or f"Runs the prompt in the box above ({len(prompt_ids)} tokens after the template). "
-                          f"About {max(5, round(n * 0.5))} s on this machine.")
+                          f"About {max(5, round(n * 0.3))} s on this machine, the three runs together.")
     shown = None
     with left:
         if job is not None:
@@ -200,7 +200,7 @@ def _batching_body(loaded: Any) -> None:
                    f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
                    "(median shown), measured on this server; the latency model goes on to batch 128. "
                    "About 20 s.")
-    shown = None
+    shown = here = None
     with left:
         if job is not None:
             _job_status(job)
@@ -216,17 +216,17 @@ def _batching_body(loaded: Any) -> None:
                              f"Same fixed prompt in every row: “{BATCH_PROMPT}”" if recorded else "",
                              loaded is not None)
                 where = "the recording machine" if recorded else "this machine"
+                if recorded and loaded is not None and shown.result.get("prompt_len"):
+                    here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
                 st.plotly_chart(panel_figures.batching_figure(
-                    shown.result, where, "measured (recording)" if recorded else "measured here"), key="batch_fig")
+                    shown.result, where, "measured (recording)" if recorded else "measured here", here),
+                    key="batch_fig")
                 with st.expander("Batching results as a table"):
                     st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
                     if shown.result.get("predicted"):
                         st.caption("The latency model alone, past the measured range:")
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
     if shown is not None:
-        here = None
-        if shown.source == "bundled" and loaded is not None and shown.result.get("prompt_len"):
-            here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
         summary = panel_figures.batching_summary(shown.result, where, here)
         if summary:
             st.markdown(summary)
