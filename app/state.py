@@ -70,6 +70,8 @@ WI_DRAFT = "wi_draft_model"  # "" = no speculative decoding
 WI_GAMMA = "wi_draft_tokens"
 WI_ALPHA = "wi_acceptance"
 WI_TP = "wi_tensor_parallel"
+WI_CDTYPE = "wi_compute_dtype"
+WI_CUSTOM_HW = "wi_custom_hw_"  # prefix: one widget per custom GPU figure, named by its link key
 WI_UPLOAD = "wi_config_upload"
 WI_CUSTOM = "wi_custom_config"  # (name, config dict) of the last good upload
 WI_UPLOAD_SEEN = "wi_upload_seen"  # file id of the upload already read

@@ -8,7 +8,7 @@ sparsity): the sparse figures vendors print first are twice what a dense LLM mat
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +172,32 @@ def load_hardware(name: str) -> HardwareSpec:
 def ridge(spec: HardwareSpec, dtype: str) -> float:
     """Ridge point in FLOP/byte: arithmetic intensity above which an operation is compute-bound."""
     return spec.peak(dtype) / spec.bandwidth_bytes_per_s
+
+
+CUSTOM = "custom"
+
+
+def custom_spec(memory_bytes: float, bandwidth_bytes_per_s: float, peak_flops: dict[str, float | None],
+                link_bytes_per_s: float | None = None, link_latency_s: float = 3e-6) -> HardwareSpec:
+    """A machine from the reader's own figures (an unreleased GPU, a cloud instance, a datasheet not
+    bundled here). Same checks as a preset: positive memory and bandwidth, at least one positive
+    peak; a peak of None or 0 means "no path for that dtype". `link_bytes_per_s` is the link's
+    PER-DIRECTION bandwidth; without it tensor parallelism cannot be priced."""
+    peaks = {d: (float(v) if v else None) for d, v in peak_flops.items() if d in DTYPES}
+    if not any(peaks.values()):
+        raise ValueError("a custom machine needs at least one positive peak FLOP/s figure")
+    if any(v is not None and not 0 < v < float("inf") for v in peaks.values()):
+        raise ValueError("peak FLOP/s figures must be positive and finite")
+    link = None
+    if link_bytes_per_s:
+        link = Interconnect(name="your link", bandwidth_bytes_per_s=float(link_bytes_per_s),
+                            datasheet_bandwidth_bytes_per_s=float(link_bytes_per_s), datasheet_bidirectional=False,
+                            latency_s=float(link_latency_s), source="figures entered on the page",
+                            latency_source="entered on the page")
+    spec = spec_from_dict({
+        "name": CUSTOM, "label": "Custom GPU (your figures)", "variant": "figures entered on the page",
+        "memory_bytes": int(memory_bytes), "bandwidth_bytes_per_s": float(bandwidth_bytes_per_s),
+        "peak_flops": peaks, "source": "entered by the reader on the what-if page: not a datasheet, not checked",
+        "notes": "Peaks are taken as dense (no sparsity); the link bandwidth as per direction.",
+    })
+    return replace(spec, interconnect=link)

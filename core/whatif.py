@@ -44,6 +44,7 @@ class Scenario:
     spec_gamma: int = 4  # speculative decoding: draft tokens per verification (used when a draft is given)
     spec_alpha: float = 0.7  # probability the target accepts each draft token
     tp: int = 1  # tensor parallelism: devices one copy of the model is split over
+    mla_form: str = "serving"  # latent attention as serving engines run it; "transformers" on this server
 
     def resolved(self) -> Scenario:
         """The same settings with every dtype normalised and every default filled in."""
@@ -53,7 +54,8 @@ class Scenario:
         if compute not in COMPUTE_DTYPES:
             raise ValueError(f"compute dtype {compute} has no matmul peak; pick one of {', '.join(COMPUTE_DTYPES)}")
         return Scenario(self.batch, self.prompt_len, self.gen_len, w, kv, compute,
-                        {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha, self.tp)
+                        {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha, self.tp,
+                        self.mla_form)
 
 
 def check(spec: ModelSpec, s: Scenario) -> None:
@@ -73,12 +75,58 @@ def check(spec: ModelSpec, s: Scenario) -> None:
 
 def predictor(spec: ModelSpec, hardware: HardwareSpec, s: Scenario) -> Predictor:
     s = s.resolved()
+    if hardware.measured:
+        return host_predictor(spec, hardware, s.weight_dtype)
     return preset_predictor(spec, hardware, s.compute_dtype, s.assumptions)
 
 
+HOST_DTYPES = ("fp32", "bf16")  # what this project's runner can run a model in on this server
+EMBEDDED_PRESET = "smollm2-135m"  # the model whose forwards the host predictor is fitted on
+
+
+def host_predictor(spec: ModelSpec, hardware: HardwareSpec, dtype: str) -> Predictor:
+    """This server's calibrated predictor for any model: the measured ceilings and overheads for the
+    model's shape, with the coefficients fitted on the embedded model's forwards (the same method
+    `core bench --transfer` measures away from home), or the model's own fit where it has one.
+    Uses the calibration `hardware` carries; never measures."""
+    from core import calibrate
+    from core import predictor as P
+    from core.spec import load_model_preset
+
+    if dtype not in HOST_DTYPES:
+        raise ValueError(f"this server runs models in {' or '.join(HOST_DTYPES)} only (its runner has no "
+                         f"{dtype} kernels): pick one of those for the weights, or a GPU preset")
+    cal = calibrate.Calibration.from_dict(hardware.calibration or {})
+    own = P.host_predictor(spec, dtype, calibration=cal)
+    if own.fitted:
+        return own
+    embedded = P.host_predictor(load_model_preset(EMBEDDED_PRESET), dtype, calibration=cal)
+    if not embedded.fitted:
+        return own  # no fit on this server yet: the roofline coefficients (1.0), said by describe()
+    return replace(own, coef=dict(embedded.coef), fitted=True,
+                   fit_info={**(embedded.fit_info or {}), "transferred_from": EMBEDDED_PRESET})
+
+
+def on_hardware(s: Scenario, hardware: HardwareSpec) -> Scenario:
+    """The settings as `hardware` runs them: on this server (the calibrated host) the runner
+    multiplies in the weights' dtype, runs latent attention as transformers does, and has no
+    second device to split a model over."""
+    if not hardware.measured:
+        return s.resolved()
+    w = normalize_dtype(s.weight_dtype)
+    if w not in HOST_DTYPES:
+        raise ValueError(f"this server runs models in {' or '.join(HOST_DTYPES)} only (its runner has no "
+                         f"{w} kernels): pick one of those for the weights, or a GPU preset")
+    s = replace(s, compute_dtype=w).resolved()
+    if s.tp != 1:
+        raise ValueError("tensor parallelism needs GPUs linked to each other: this server is one machine")
+    return replace(s, mla_form="transformers", compute_dtype=s.weight_dtype)
+
+
 def _kwargs(s: Scenario) -> dict[str, Any]:
-    # datasheet machines run serving engines: latent attention takes the cheaper form per row
-    return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1, "mla_form": "serving"}
+    # datasheet machines run serving engines (latent attention takes the cheaper form per row);
+    # this server runs transformers, which re-expands the latent
+    return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1, "mla_form": s.mla_form}
 
 
 def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
@@ -183,11 +231,11 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
            draft: ModelSpec | None = None) -> dict[str, Any]:
     """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes).
     With a `draft` model, "speculative" prices speculative decoding beside plain decode."""
-    s = scenario.resolved()
+    s = on_hardware(scenario, hardware)
     check(spec, s)
     pred = predictor(spec, hardware, s)
     kw = _kwargs(s)
-    est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype, mla_form="serving")
+    est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype, mla_form=s.mla_form)
     act_dt = est["dtypes"]["activations"]
     prefill_cost = forward_cost(spec, s.prompt_len, 0, s.batch, **kw)
     ttft, decode_s = _generation_s(spec, hardware, s, pred, est)
@@ -243,7 +291,22 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         "source": hardware.source,
         "speculative": None if draft is None else speculative(spec, draft, hardware, s),
         "latent": latent_attention(spec, s, mid) if spec.is_mla else None,
+        "host_measured": hardware.measured,
+        "host_fit": _fit_words(pred) if hardware.measured else None,
     }
+
+
+def _fit_words(pred: Predictor) -> str | None:
+    """How this server's predictor got its coefficients, in words (None when unfitted)."""
+    if not pred.fitted:
+        return None
+    info = pred.fit_info or {}
+    source = info.get("transferred_from")
+    c = pred.coef
+    values = f"memory {c['memory']:.2f}, KV {c['kv']:.2f}, arithmetic {c['compute']:.2f}"
+    if source:
+        return f"fitted on {source}'s forwards on this server and carried over to this shape ({values})"
+    return f"fitted on this model's own forwards on this server ({values})"
 
 
 def latent_attention(spec: ModelSpec, s: Scenario, step) -> dict[str, Any]:
@@ -252,11 +315,13 @@ def latent_attention(spec: ModelSpec, s: Scenario, step) -> dict[str, Any]:
     FLOPs as a serving engine runs it (absorbed, what every other figure here uses) and as
     transformers runs it (re-expanding every cached position)."""
     full_heads = nbytes(spec.n_layers * spec.n_heads * (spec.head_dim + spec.v_head_dim), s.kv_dtype)
-    expanded = forward_cost(spec, 1, step.n_cached, s.batch, **{**_kwargs(s), "mla_form": "transformers"})
+    forms = {form: forward_cost(spec, 1, step.n_cached, s.batch, **{**_kwargs(s), "mla_form": form})
+             for form in ("serving", "transformers")}
     return {"kv_lora_rank": spec.kv_lora_rank, "rope_dim": spec.qk_rope_head_dim,
             "kv_bytes_per_token": nbytes(spec.n_layers * spec.kv_width, s.kv_dtype),
-            "multi_head_bytes_per_token": full_heads, "step_flops_serving": step.flops["total"],
-            "step_flops_transformers": expanded.flops["total"]}
+            "multi_head_bytes_per_token": full_heads, "priced_form": s.mla_form,
+            "step_flops_serving": forms["serving"].flops["total"],
+            "step_flops_transformers": forms["transformers"].flops["total"]}
 
 
 def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduce: float) -> dict[str, Any]:
@@ -364,12 +429,12 @@ def _per_extra_sequence(spec: ModelSpec, pred: Predictor, s: Scenario) -> dict[s
 def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
                 batches: tuple[int, ...] = BATCH_SWEEP) -> list[dict[str, float | None]]:
     """TPOT, total tokens/s and memory against batch, the other settings fixed (the trade-off chart)."""
-    s = s.resolved()
+    s = on_hardware(s, hardware)
     pred = predictor(spec, hardware, s)
     out = []
     steps = s.gen_len - 1
     for b in batches:
-        est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype, mla_form="serving")
+        est = estimate(spec, s.prompt_len, s.gen_len, b, s.weight_dtype, s.kv_dtype, mla_form=s.mla_form)
         sb = replace(s, batch=b)
         tpot = _generation_s(spec, hardware, sb, pred, est)[1] / steps if steps else None
         need = sum(device_memory(spec, sb, est))
@@ -399,3 +464,32 @@ def bytes_per_step_by_context(spec: ModelSpec, s: Scenario, points: int = 24) ->
         kv.append(c.bytes["kv_read"] + c.bytes["kv_write"])
     return {"context": contexts, "weights": weights, "kv": kv}
 
+
+
+HOST_PROMPTS = (4, 8, 16, 32, 64, 128, 192, 256, 384, 512)
+HOST_CONTEXTS = (1, 16, 32, 64, 128, 256, 384, 512, 768, 1024)
+HOST_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def host_curves(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,
+                batch_context: int | None = None) -> dict[str, Any]:
+    """The predicted lines the live page's measurements are set against on this server, forwards
+    as the runner runs them: time to first token against prompt length (batch 1), one decode step
+    against the context it attends over (batch 1), and one decode step against the batch at
+    `batch_context` cached tokens (default: the scenario's prompt)."""
+    s = on_hardware(s, hardware)
+    pred = predictor(spec, hardware, s)
+    kw = _kwargs(s)
+    top = spec.max_positions
+    prompts = [n for n in HOST_PROMPTS if n <= top]
+    contexts = [n for n in HOST_CONTEXTS if n < top]
+    at = min(batch_context or s.prompt_len, top - 1)
+    return {
+        "prompt": prompts,
+        "ttft_s": [pred.predict_s(forward_cost(spec, n, 0, 1, **kw), "prefill") for n in prompts],
+        "context": contexts,
+        "decode_s": [pred.predict_s(forward_cost(spec, 1, n, 1, **kw), "decode") for n in contexts],
+        "batch": list(HOST_BATCHES), "batch_context": at,
+        "batch_decode_s": [pred.predict_s(forward_cost(spec, 1, at, b, **kw), "decode") for b in HOST_BATCHES],
+        "fitted": pred.fitted, "transferred": bool((pred.fit_info or {}).get("transferred_from")),
+    }

@@ -141,11 +141,16 @@ def test_link_round_trip_and_bad_values_fall_back_with_a_notice():
     assert params == {"model": "llama-3.1-70b", "batch": "64", "kv": "fp8", "c_eff": "0.5"}
     parsed, notices = link.parse({k: [v] for k, v in params.items()})
     assert parsed == settings and notices == []
-    parsed, notices = link.parse({"model": ["/etc/passwd"], "hw": ["host"], "batch": ["-3"], "prompt": ["1e9"],
-                                  "bw_eff": ["2"], "unknown": ["x"]})
+    parsed, notices = link.parse({"model": ["/etc/passwd"], "hw": ["../assets/hardware/h200"], "batch": ["-3"],
+                                  "prompt": ["1e9"], "bw_eff": ["2"], "unknown": ["x"], "c": ["int4"],
+                                  "cbw": ["-5"], "cmem": ["nan"]})
     assert parsed == link.DEFAULTS
-    assert len(notices) == 5 and all("could not be used" in n for n in notices)
-    assert "host" not in link.hardware_choices() and set(link.model_choices()) == set(list_model_presets())
+    assert len(notices) == 8 and all("could not be used" in n for n in notices)
+    assert link.hardware_choices()[-2:] == ["custom", "host"]  # your figures, then this server
+    assert set(link.model_choices()) == set(list_model_presets())
+    custom = {**link.DEFAULTS, "hw": "custom", "cbw": 8000.0, "cmem": 192.0, "cfp8": 0.0, "c": "bf16"}
+    parsed, notices = link.parse({k: [v] for k, v in link.to_params(custom).items()})
+    assert parsed == custom and notices == []
 
 
 def test_uploaded_configs_are_read_as_data_with_clear_messages():

@@ -45,6 +45,90 @@ def test_every_chart_follows_the_settings(app_server, page):
     page.screenshot(path=str(ARTIFACTS / "whatif-batch64.png"), full_page=True)
 
 
+def _wait_until_some_differ(page, before: list[str]) -> None:
+    page.wait_for_function(
+        """([js, before]) => { const now = eval(js)();
+            return now.length !== before.length || now.some((s, i) => s !== before[i]); }""",
+        arg=[CHARTS_JS, before], timeout=60_000)
+
+
+def _choose(page, label: str, option: str) -> None:
+    page.get_by_label(label, exact=True).click()
+    page.keyboard.type(option)  # long lists are drawn only near the scroll position: filter first
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def _number(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+
+
+def _slide_left(page, label: str) -> None:
+    page.get_by_role("slider", name=label).focus()
+    page.keyboard.press("ArrowLeft")
+
+
+def test_every_setting_moves_a_chart_and_the_link(app_server, page):
+    """Each control in turn: some chart redraws with new numbers and the link holds the new value.
+    Then the reader's own GPU figures, and this server with its measured points."""
+    from core import calibrate
+
+    page.set_viewport_size({"width": 1440, "height": 2400})
+    page.goto(f"{app_server}/whatif")
+    _wait_for_charts(page)
+    moves = [
+        (lambda: _choose(page, "Model", "mixtral-8x7b"), "model=mixtral-8x7b"),
+        (lambda: _choose(page, "GPU", "h200"), "hw=h200"),
+        (lambda: _choose(page, "Weights stored as", "fp8"), "w=fp8"),
+        (lambda: _choose(page, "KV cache stored as", "int8"), "kv=int8"),
+        (lambda: _choose(page, "Multiplied in", "fp8"), "c=fp8"),
+        (lambda: _number(page, "Batch (sequences decoded together)", "16"), "batch=16"),
+        (lambda: _number(page, "Prompt tokens", "4096"), "prompt=4096"),
+        (lambda: _number(page, "Output tokens", "512"), "gen=512"),
+        (lambda: _number(page, "Devices (tensor parallelism)", "2"), "tp=2"),
+    ]
+    for move, param in moves:
+        before = _signatures(page)
+        move()
+        _wait_until_some_differ(page, before)
+        page.wait_for_function(f"() => window.location.search.includes({param!r})", timeout=30_000)
+        assert page.locator("[data-testid=stException]").count() == 0, param
+    page.get_by_text("Efficiency assumptions (editable)").click()
+    for label, param in (("Share of the datasheet bandwidth reached", "bw_eff=0.75"),
+                         ("Share of the datasheet FLOP/s reached", "c_eff=0.55")):
+        before = _signatures(page)
+        _slide_left(page, label)
+        _wait_until_some_differ(page, before)
+        page.wait_for_function(f"() => window.location.search.includes({param!r})", timeout=30_000)
+    page.get_by_text("Speculative decoding", exact=True).click()
+    _choose(page, "Draft model", "smollm2-360m")
+    page.get_by_text("Speculative decoding with smollm2-360m", exact=False).wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "whatif-every-setting.png"), full_page=True)
+
+    before = _signatures(page)
+    _choose(page, "GPU", "custom: your own figures")
+    page.wait_for_function("() => window.location.search.includes('hw=custom')", timeout=30_000)
+    before = _signatures(page)
+    _number(page, "Memory bandwidth (GB/s)", "8000")
+    _wait_until_some_differ(page, before)
+    page.wait_for_function("() => window.location.search.includes('cbw=8000')", timeout=30_000)
+    page.get_by_text("Custom GPU (your figures)").first.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "whatif-custom-gpu.png"), full_page=True)
+
+    calibrate.load_or_calibrate()  # the server reads the same cache; measured here if no run did yet
+    page.set_viewport_size({"width": 1440, "height": 3600})
+    page.goto(f"{app_server}/whatif?hw=host&model=smollm2-135m&w=fp32&kv=fp32&prompt=40&gen=48")
+    _wait_for_charts(page, 6)
+    page.get_by_text("This server: predicted beside measured").wait_for(timeout=60_000)
+    names = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(
+        gd => (gd.data || []).map(t => t.name || ''))""")
+    assert "measured: a recording bundled with the app" in names
+    assert any(n.startswith("measured: batching") for n in names)  # the panel's last result, with its source
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "whatif-this-server.png"), full_page=True)
+
+
 def test_config_upload_bad_then_good(app_server, page, tmp_path):
     page.goto(f"{app_server}/whatif")
     _wait_for_charts(page)

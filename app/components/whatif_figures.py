@@ -44,9 +44,12 @@ def roofline(ans: dict[str, Any]) -> Figure:
     bandwidth = ans["bandwidth_datasheet"] / GIGA  # GB/s: GFLOP/s per FLOP/byte
     lo, hi = 0.05, max(1e4, pre["intensity"] * 3)
     data = []
-    for label, p, bw, dash in (("datasheet roof", peak, bandwidth, "solid"),
-                               ("roof after the assumed efficiencies", peak * a["compute_efficiency"],
-                                bandwidth * a["bandwidth_efficiency"], "dash")):
+    roofs = ((("datasheet roof", peak, bandwidth, "solid"),
+              ("roof after the assumed efficiencies", peak * a["compute_efficiency"],
+               bandwidth * a["bandwidth_efficiency"], "dash"))
+             if not ans.get("host_measured") else (("this server's measured roof (its calibration)", peak, bandwidth,
+                                                    "solid"),))
+    for label, p, bw, dash in roofs:
         ridge = p / bw
         data.append({"type": "scatter", "x": [lo, ridge, hi], "y": [bw * lo, p, p], "mode": "lines", "name": label,
                      "line": {"color": pal.GREY, "width": 3 if dash == "solid" else 2, "dash": dash},
@@ -173,4 +176,69 @@ def memory_stack(ans: dict[str, Any]) -> Figure:
                          "line": {"color": pal.GREY, "dash": "dash", "width": 2}}]
     layout["annotations"] = [{"text": f"one device: {cap:,.0f} GB", "x": 0, "y": cap, "xref": "paper", "yref": "y",
                               "xanchor": "left", "yanchor": "bottom", "showarrow": False}]
+    return pal.fit_legend({"data": data, "layout": layout})
+
+
+THIRDS = ([0.0, 0.27], [0.365, 0.635], [0.73, 1.0])
+
+
+def host_measured(curves: dict[str, Any], points: list[Any], batch_rows: list[dict[str, Any]],
+                  batching_label: str = "") -> Figure:
+    """This server: the predictor's lines (core.whatif.host_curves) with the live page's measured
+    runs (app.services.host_points.RunPoint) and batching rows as labelled markers."""
+    layout = pal.base_layout("This server: predicted lines, measured points", height=430)
+    titles = ("Time to first token", "One decode step (batch 1)",
+              f"One decode step against batch ({curves['batch_context']} cached)")
+    layout["annotations"] = []
+    for i, (dom, title) in enumerate(zip(THIRDS, titles, strict=True)):
+        n = "" if i == 0 else str(i + 1)
+        layout["xaxis" + n] = {"domain": dom, "anchor": "y" + n}
+        layout["yaxis" + n] = {"anchor": "x" + n, "title": {"text": "ms"}, "rangemode": "tozero"}
+        layout["annotations"].append({"text": title, "x": (dom[0] + dom[1]) / 2, "y": 1.0, "xref": "paper",
+                                      "yref": "paper", "xanchor": "center", "yanchor": "bottom",
+                                      "showarrow": False, "font": {"size": 13}})
+    layout["xaxis"]["title"] = {"text": "prompt tokens"}
+    layout["xaxis2"]["title"] = {"text": "tokens already in the cache"}
+    layout["xaxis3"].update({"title": {"text": "sequences decoded together"}, "type": "log",
+                             "tickvals": curves["batch"]})
+    fit = "fitted on the live page's model" if curves.get("fitted") else "unfitted roofline coefficients"
+    line = {"color": pal.PREDICTED, "dash": "dash"}
+    data = [
+        {"type": "scatter", "x": curves["prompt"], "y": [t * 1e3 for t in curves["ttft_s"]], "mode": "lines",
+         "name": f"predicted ({fit})", "line": line, "hovertemplate": "%{x} tokens: %{y:.1f} ms<extra>predicted</extra>"},
+        {"type": "scatter", "x": curves["context"], "y": [t * 1e3 for t in curves["decode_s"]], "mode": "lines",
+         "xaxis": "x2", "yaxis": "y2", "showlegend": False, "name": "predicted", "line": line,
+         "hovertemplate": "%{x} cached: %{y:.1f} ms<extra>predicted</extra>"},
+        {"type": "scatter", "x": curves["batch"], "y": [t * 1e3 for t in curves["batch_decode_s"]],
+         "mode": "lines", "xaxis": "x3", "yaxis": "y3", "showlegend": False, "name": "predicted", "line": line,
+         "hovertemplate": "batch %{x}: %{y:.1f} ms<extra>predicted</extra>"},
+    ]
+    for source, name, symbol in (("bundled", "measured: a recording bundled with the app", "diamond-open"),
+                                 ("server", "measured: a live run on this server", "circle")):
+        mine = [p for p in points if p.source == source]
+        if not mine:
+            continue
+        marker = {"color": pal.MEASURED, "size": 11, "symbol": symbol, "line": {"width": 2, "color": pal.MEASURED}}
+        data.append({"type": "scatter", "x": [p.prompt_tokens for p in mine], "y": [p.ttft_ms for p in mine],
+                     "mode": "markers+text", "name": name, "marker": marker, "text": [p.short for p in mine],
+                     "textposition": [("bottom right", "top left")[i % 2] for i in range(len(mine))],
+                     "textfont": {"size": 11, "color": pal.MEASURED},
+                     "customdata": [p.label for p in mine],
+                     "hovertemplate": "%{customdata}<br>%{x} prompt tokens: %{y:.1f} ms<extra>measured</extra>"})
+        steps = [p for p in mine if p.decode_step_ms is not None]
+        data.append({"type": "scatter", "x": [p.decode_context for p in steps],
+                     "y": [p.decode_step_ms for p in steps], "xaxis": "x2", "yaxis": "y2", "mode": "markers+text",
+                     "showlegend": False, "name": name, "marker": marker, "text": [p.short for p in steps],
+                     "textposition": [("top right", "bottom right")[i % 2] for i in range(len(steps))],
+                     "textfont": {"size": 11, "color": pal.MEASURED},
+                     "customdata": [f"{p.label}: median of {p.decode_steps} steps" for p in steps],
+                     "hovertemplate": "%{customdata}<br>%{x} cached: %{y:.1f} ms<extra>measured</extra>"})
+    if batch_rows:
+        data.append({"type": "scatter", "x": [r["batch"] for r in batch_rows],
+                     "y": [r["decode step ms (measured, median)"] for r in batch_rows], "xaxis": "x3",
+                     "yaxis": "y3", "mode": "markers",
+                     "name": f"measured: {batching_label or 'the live page batching panel'}",
+                     "marker": {"color": pal.MEASURED, "size": 11, "symbol": "square"},
+                     "text": [batching_label] * len(batch_rows),
+                     "hovertemplate": "%{text}<br>batch %{x}: %{y:.1f} ms<extra>measured</extra>"})
     return pal.fit_legend({"data": data, "layout": layout})

@@ -16,14 +16,17 @@ import streamlit as st
 from app import state
 from app.services import whatif_link as link
 from core.dtypes import DTYPES
+from core.hardware import CUSTOM, HOST
 from core.spec import ModelSpec, load_model_preset, spec_from_config
+from core.whatif import COMPUTE_DTYPES
 
 MAX_CONFIG_BYTES = 256_000
 UPLOADED_PREFIX = "uploaded: "
 WIDGETS = {"model": state.WI_MODEL, "hw": state.WI_HW, "w": state.WI_WDTYPE, "kv": state.WI_KVDTYPE,
            "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "gen": state.WI_GEN,
            "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF, "draft": state.WI_DRAFT,
-           "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA, "tp": state.WI_TP}
+           "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA, "tp": state.WI_TP, "c": state.WI_CDTYPE,
+           **{key: state.WI_CUSTOM_HW + key for key in link.CUSTOM_FIGURES}}
 
 
 def apply_link_once() -> None:
@@ -107,19 +110,31 @@ def render() -> dict[str, Any]:
                      help="Bundled configs of published models (their real config.json), or your own below.")
         _upload_box()
     with c2:
-        st.selectbox("GPU", link.hardware_choices(), key=state.WI_HW,
-                     help="Datasheet figures, dense (no sparsity); the source is cited under the charts.")
-        d1, d2 = st.columns(2)
+        st.selectbox("GPU", link.hardware_choices(), key=state.WI_HW, format_func=link.hardware_label,
+                     help="Datasheet figures, dense (no sparsity), with the source cited under the charts; or "
+                          "your own figures; or this server's CPU as the live page calibrated it.")
+        if st.session_state[state.WI_HW] == CUSTOM:
+            _custom_figures()
+        d1, d2, d3 = st.columns(3)
         with d1:
             st.selectbox("Weights stored as", DTYPES, key=state.WI_WDTYPE,
                          help="Bytes per weight: what each decode step must stream.")
         with d2:
             st.selectbox("KV cache stored as", DTYPES, key=state.WI_KVDTYPE)
+        with d3:
+            st.selectbox("Multiplied in", COMPUTE_DTYPES, key=state.WI_CDTYPE,
+                         disabled=st.session_state[state.WI_HW] == HOST,
+                         help="The matrix-multiply path whose peak prices the FLOPs. Weights stored in int4 "
+                              "are expanded to this before multiplying (int4 has no peak of its own). On this "
+                              "server the runner multiplies in the weights' own dtype.")
+            if st.session_state[state.WI_HW] == HOST:
+                st.caption(f"here: {st.session_state[state.WI_WDTYPE]}, the weights' own")
         with st.expander("Efficiency assumptions (editable)"):
             st.slider("Share of the datasheet bandwidth reached", 0.05, 1.0, step=0.05, key=state.WI_BW_EFF)
             st.slider("Share of the datasheet FLOP/s reached", 0.05, 1.0, step=0.05, key=state.WI_C_EFF)
             st.caption("Well-tuned serving stacks reach about 80% of the bandwidth and 60% of the matmul peak; "
-                       "every prediction on this page uses these two numbers.")
+                       "every prediction for a GPU uses these two numbers. This server's predictions use "
+                       "its calibration instead (measured ceilings and fitted coefficients).")
     with c3:
         st.number_input("Batch (sequences decoded together)", 1, link.MAX_BATCH, step=1, key=state.WI_BATCH)
         st.number_input("Prompt tokens", 1, link.MAX_TOKENS, step=128, key=state.WI_PROMPT)
@@ -135,6 +150,30 @@ def render() -> dict[str, Any]:
             st.slider("Draft tokens per check (γ)", 1, 16, key=state.WI_GAMMA)
             st.slider("Acceptance rate per draft token (α)", 0.0, 0.99, step=0.01, key=state.WI_ALPHA)
     return {key: st.session_state[widget] for key, widget in WIDGETS.items()}
+
+
+def _custom_figures() -> None:
+    with st.expander("Your GPU's figures", expanded=True):
+        st.caption("Dense peaks (no sparsity), bandwidth as the datasheet prints it, the link per direction. "
+                   "They start at H100 SXM's figures.")
+        cols = st.columns(3)
+        for i, (key, (label, _, low, high)) in enumerate(link.CUSTOM_FIGURES.items()):
+            with cols[i % 3]:
+                st.number_input(label, min_value=low, max_value=high, key=state.WI_CUSTOM_HW + key,
+                                format="%g")
+
+
+def hardware(settings: dict[str, Any]):
+    """The machine the settings name: a preset, the reader's own figures, or this server."""
+    from core.calibrate import HostNotCalibrated, resolve_hardware
+
+    if settings["hw"] == CUSTOM:
+        return link.custom_hardware(settings)
+    try:
+        return resolve_hardware(settings["hw"])
+    except HostNotCalibrated:
+        raise ValueError("this server has not measured itself yet: open the live page and press Generate "
+                         "once (it calibrates first), then come back") from None
 
 
 def sync_url(settings: dict[str, Any]) -> None:

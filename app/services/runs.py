@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from app.services import host_points
 from app.services.context import RunContext, build_context
 from app.services.jobs import ModelJob, RunQueue
 from app.services.model import get_ceilings, make_annotator
@@ -88,6 +89,7 @@ class GenerationRun(ModelJob):
             self.stop_reason = STOP_MAX_NEW_TOKENS
         else:
             self.stop_reason = STOP_EOS
+        host_points.record_run(self.events, self.loaded.info.to_dict(), self.settings.to_dict())
 
     @property
     def pauses(self) -> list[float]:

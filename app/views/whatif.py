@@ -12,9 +12,9 @@ import streamlit as st
 
 from app.components import whatif_figures as figs
 from app.sections import whatif_settings as controls
-from app.services.whatif_link import compute_dtype_for
+from app.services import experiment_results, host_points
 from core import whatif
-from core.hardware import load_hardware
+from core.hardware import HOST
 
 TITLE = "What if: any model, any GPU"
 
@@ -34,7 +34,7 @@ def _gb(nbytes: float) -> str:
 def scenario(settings: dict[str, Any]) -> whatif.Scenario:
     return whatif.Scenario(batch=int(settings["batch"]), prompt_len=int(settings["prompt"]),
                            gen_len=int(settings["gen"]), weight_dtype=settings["w"], kv_dtype=settings["kv"],
-                           compute_dtype=compute_dtype_for(settings["w"]),
+                           compute_dtype=settings.get("c", "bf16"),
                            assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
                                         "compute_efficiency": float(settings["c_eff"])},
                            spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)),
@@ -45,14 +45,15 @@ def render() -> None:
     controls.apply_link_once()
     st.title(TITLE)
     st.caption("Nothing on this page runs a model. Every number is **counted** from the model's shapes (bytes, "
-               "FLOPs) or **predicted** by the latency model from the GPU's datasheet and the two efficiency "
-               "assumptions you can edit. The live page measures the real thing on this server.")
+               "FLOPs) or **predicted** by the latency model: from the GPU's datasheet and the two efficiency "
+               "assumptions you can edit, or, for this server, from its calibration. The live page measures the "
+               "real thing; on this server the two are drawn together at the bottom.")
     settings = controls.render()
     controls.sync_url(settings)
     try:
         spec = controls.model_spec(settings["model"])
-        hardware = load_hardware(settings["hw"])
-        s = scenario(settings)
+        hardware = controls.hardware(settings)
+        s = whatif.on_hardware(scenario(settings), hardware)
         ans = whatif.answer(spec, hardware, s, draft=controls.draft_spec(settings.get("draft", "")))
     except ValueError as exc:
         st.error(f"These settings cannot be priced: {exc}")
@@ -72,7 +73,41 @@ def render() -> None:
         if spec.is_moe:
             st.plotly_chart(figs.experts_read(whatif.experts_by_batch(spec), spec.n_experts, spec.experts_per_token,
                                               s.batch), key="wi_chart_experts")
+    if hardware.measured:
+        _this_server(spec, hardware, s)
     _sources(ans, hardware)
+
+
+def _this_server(spec, hardware, s: whatif.Scenario) -> None:
+    """The prediction beside what the live page measured on this machine, each point labelled."""
+    st.subheader("This server: predicted beside measured")
+    points = host_points.comparable(host_points.all_points())
+    batching = experiment_results.shown_before_press("batching")
+    same = host_points.same_setup(spec.name, s.weight_dtype, s.kv_dtype)
+    if not same:
+        st.info(f"The measured points are runs of the live page's model ({whatif.EMBEDDED_PRESET}, fp32 weights, "
+                "fp32 cache). Pick that model and fp32 for both to set them beside the prediction; for "
+                f"{spec.name} the lines are the same method away from home (the predictor fitted on the "
+                "live page's model, applied to this shape).")
+    context = None
+    if batching:
+        context = int(batching.result.get("prompt_len", s.prompt_len)) + int(batching.result.get("steps", 0)) // 2
+    curves = whatif.host_curves(spec, hardware, s, batch_context=context)
+    st.plotly_chart(figs.host_measured(curves, points if same else [],
+                                       batching.result["rows"] if (same and batching) else [],
+                                       batching_label=_batching_label(batching)), key="wi_chart_host")
+    st.caption("Hover a point for where it came from. Recordings were made on another machine of this kind "
+               "(their CPU is named), so expect them to sit off this server's line by its difference in "
+               "speed; live runs land here as readers press Generate on the live page. A step's measured time "
+               "is the median of its run's decode steps, placed at the median context they attended over.")
+
+
+def _batching_label(m) -> str:
+    if m is None:
+        return ""
+    if m.source == "bundled":
+        return f"batching recording ({m.machine}, {m.measured_at:%Y-%m-%d})"
+    return f"batching panel, measured on this server at {m.measured_at:%H:%M}"
 
 
 def _tiles(ans: dict[str, Any]) -> None:
@@ -98,16 +133,20 @@ def summary(ans: dict[str, Any]) -> str:
     ridge = ans["ridge_effective"]
     pre_side = "above" if pre["intensity"] >= ridge else "below"
     dec_side = "above" if dec["intensity"] >= ridge else "below"
+    host = ans["hardware"] == HOST
+    where = "this server" if host else "this GPU"
+    ceilings = "its measured ceilings" if host else "after the assumed efficiencies"
+    peak_word = "measured" if host else "datasheet"
     lines = [
         f"**{ans['model']}** ({ans['params'] / 1e9:,.2f} billion parameters) on **{ans['hardware_label']}**, "
         f"weights in {st_['weight_dtype']}, KV cache in {st_['kv_dtype']}:",
         f"**Prefill** of {st_['prompt_len']:,} tokens × batch {st_['batch']}: {pre['intensity']:,.0f} FLOPs per byte "
-        f"moved (counted), {pre_side} this GPU's ridge of {ridge:,.0f} (after the assumed efficiencies), so it is "
+        f"moved (counted), {pre_side} {where}'s ridge of {ridge:,.0f} ({ceilings}), so it is "
         f"{'compute' if pre_side == 'above' else 'bandwidth'}-bound: **{_ms(pre['time_s'])}** predicted, against "
-        f"{_ms(floors['prefill_s'])} if every FLOP ran at the datasheet peak.",
+        f"{_ms(floors['prefill_s'])} if every FLOP ran at the {peak_word} peak.",
         f"**Decode**: a typical step ({dec['n_cached']:,} tokens in the cache) does {dec['intensity']:.2f} FLOPs per "
         f"byte, {dec_side} the ridge: **{_ms(dec['time_s'])}** predicted, against {_ms(floors['decode_step_s'])} "
-        "for its weight and cache bytes at the datasheet bandwidth.",
+        f"for its weight and cache bytes at the {peak_word} bandwidth.",
     ]
     if ans.get("n_experts"):
         e, k, read = ans["n_experts"], ans["experts_per_token"], ans["experts_read_per_layer"]
@@ -126,11 +165,16 @@ def summary(ans: dict[str, Any]) -> str:
             f"one compressed latent of {lat['kv_lora_rank']} numbers plus a {lat['rope_dim']}-number position key "
             f"that all heads share: {lat['kv_bytes_per_token']:,} bytes per token (counted), where full heads would "
             f"keep {lat['multi_head_bytes_per_token']:,} (×{lat['multi_head_bytes_per_token'] / lat['kv_bytes_per_token']:,.0f}). "
-            "Priced here as serving engines (vLLM, SGLang) run it: a decode step folds the latent's "
-            "up-projection into its query and output and attends over the latent directly; a prefill expands "
-            f"the latent into full keys and values. The typical step does {lat['step_flops_serving'] / 1e9:,.1f} "
-            f"GFLOPs that way; run as transformers runs it, re-expanding every cached position, it would do "
-            f"{lat['step_flops_transformers'] / 1e9:,.1f} (counted).")
+            + (f"Serving engines (vLLM, SGLang) fold the latent's up-projection into the query and output and "
+               f"attend over the latent directly in decode: {lat['step_flops_serving'] / 1e9:,.1f} GFLOPs for the "
+               "typical step. Priced here as this server's runner (transformers) runs it, re-expanding every "
+               f"cached position each step: {lat['step_flops_transformers'] / 1e9:,.1f} GFLOPs (counted)."
+               if lat["priced_form"] == "transformers" else
+               "Priced here as serving engines (vLLM, SGLang) run it: a decode step folds the latent's "
+               "up-projection into its query and output and attends over the latent directly; a prefill expands "
+               f"the latent into full keys and values. The typical step does {lat['step_flops_serving'] / 1e9:,.1f} "
+               f"GFLOPs that way; run as transformers runs it, re-expanding every cached position, it would do "
+               f"{lat['step_flops_transformers'] / 1e9:,.1f} (counted)."))
     b = ans["compute_bound_batch"]
     if b is None:
         extra = ans["per_extra_sequence_s"]
@@ -178,11 +222,19 @@ def summary(ans: dict[str, Any]) -> str:
 def _sources(ans: dict[str, Any], hardware: Any) -> None:
     with st.expander("Sources and assumptions"):
         a = ans["assumptions"]
+        if hardware.measured:
+            fit = ans.get("host_fit") or "no fit yet: the unfitted roofline coefficients"
+            assumed = ("Calibrated, not assumed: this server's measured bandwidth (per matrix width), matmul "
+                       f"peak and per-forward overheads, with coefficients {fit}. The efficiency sliders do not "
+                       "apply here.")
+        else:
+            assumed = (f"Assumed: {a['bandwidth_efficiency']:.0%} of the bandwidth, {a['compute_efficiency']:.0%} "
+                       f"of the FLOP/s, {a['overhead_step_s'] * 1e6:.0f} µs per forward plus "
+                       f"{a['overhead_layer_s'] * 1e6:.0f} µs per layer of launch overhead.")
         st.markdown(
             f"- **{hardware.label}** ({hardware.variant}): {hardware.source}\n"
             f"- {hardware.notes}\n"
             f"- Model: {ans['model']}, {ans['params']:,} parameters (counted from its config).\n"
-            f"- Assumed: {a['bandwidth_efficiency']:.0%} of the bandwidth, {a['compute_efficiency']:.0%} of the "
-            f"FLOP/s, {a['overhead_step_s'] * 1e6:.0f} µs per forward plus {a['overhead_layer_s'] * 1e6:.0f} µs "
-            "per layer of launch overhead. Tensor parallelism and mixture-of-experts routing are not modelled "
-            "on this page yet.")
+            f"- {assumed}\n"
+            "- Tensor parallelism: two ring all-reduces of the activations per layer over the preset's link "
+            "(per-direction bandwidth, cited latency). Mixtures of experts: uniform routing over the experts.")
