@@ -34,6 +34,7 @@ def test_compare_figure_and_rows_label_every_number():
     assert all(k == "cache" or k == "forwards" or "measured" in k or "predicted" in k for k in rows[0])
     summary = panel_figures.compare_summary(res)
     assert "Measured" in summary and "×" in summary
+    assert panel_figures.compare_summary(res, recorded=True).startswith("**Measured on the recording machine")
 
 
 def test_compare_rows_trim_modes_to_lockstep_length():
@@ -252,3 +253,5 @@ def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
     assert "*On this server (computed):*" in text and "**6.5 FLOP/byte**" in text
     assert "102 GFLOP/s ÷ 15.8 GB/s" in text and "batch ≈ **13** here" in text
     assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")
+    assert text.startswith("**Measured on the recording machine, not this server:**")
+    assert panel_figures.batching_summary(result).startswith("**Measured:**")

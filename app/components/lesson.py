@@ -141,7 +141,8 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
                       "other work on this computer landed in them, such as a browser drawing this page on the same machine "
                       "or other readers' runs and pages)"
                       if mean > 1.05 * measured else "")
-    v["rest_sentence"] = _rest_sentence(measured, pred)
+    fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
+    v["rest_sentence"] = _rest_sentence(measured, pred, fast / len(decode))
     return v
 
 
@@ -150,11 +151,17 @@ def _ms(value: float) -> str:
     return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
 
 
-def _rest_sentence(measured_ms: float, predicted_ms: float) -> str:
-    """What the gap between the median measured and median predicted step says, by its sign."""
+def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
+    """What the gap between the median measured and median predicted step says, by its sign and by
+    whether it is systematic (nearly every step on one side) or scattered."""
     gap = measured_ms - predicted_ms
     if abs(gap) < max(1.0, 0.03 * measured_ms):
         return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
+    if gap > 0 and share_too_fast >= 0.9:
+        return (f"the other {gap:.0f} ms are what the prediction misses, and it misses them in "
+                f"{share_too_fast:.0%} of the steps, so this is not random noise: the whole run went slower "
+                "than the forwards the latency model was fitted on, timed when this server started (a shared "
+                "computer's speed changes as other work on it comes and goes)")
     if gap > 0:
         return (f"the other {gap:.0f} ms are what the prediction misses (timing noise, other work on this "
                 "shared machine)")
@@ -195,12 +202,20 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             "bandwidth")
         bytes_ms = 1000.0 * prefill.cost["bytes"]["total"] / bw
         roof_ms = 1000.0 * flops / peak
+        predicted = sum((prefill.predicted_terms_ms or {}).values())
+        held_up = predicted > 0 and prefill.latency_ms > 2 * predicted
         v["prefill_verdict"] = (
             f"**So was this prefill compute-bound?** Not memory-bound: its "
             f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) take {bytes_ms:.0f} ms at {bw / 1e9:.1f} GB/s. "
             f"Its FLOPs at the roof would take {roof_ms:.0f} ms (computed); it took {prefill.latency_ms:.0f} ms "
-            "(measured). So arithmetic is what sets its time, as the roofline says, but done well below the "
-            "roof's speed: the thin matrix products and the fixed cost per layer take the rest."
+            + ("(measured). So arithmetic is what sets its time, as the roofline says, but done well below the "
+               "roof's speed: the thin matrix products and the fixed cost per layer take the rest."
+               if not held_up else
+               f"(measured), more than twice the {predicted:.0f} ms the latency model predicts with the thin "
+               "matrix products and the fixed cost per layer counted in. Most of this prefill's time was "
+               "therefore not the model's work: something else held it up (other work on this shared "
+               "computer, or the first run after the server started warming its memory). Press Generate "
+               "again and it usually lands near the prediction, where arithmetic sets its time.")
             if intensity >= ridge else
             f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
             "moving its bytes, not arithmetic, set its pace.")

@@ -93,8 +93,9 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def compare_summary(result: dict[str, Any]) -> str:
-    """Two or three sentences with the measured ratios, for beside the chart ('' before any data)."""
+def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
+    """Two or three sentences with the measured ratios, for beside the chart ('' before any data).
+    `recorded`: the result is a recording bundled with the app, made on another machine."""
     modes = _usable(result)
     if "dynamic" not in modes or len(modes["dynamic"]) < 2:
         return ""
@@ -103,7 +104,8 @@ def compare_summary(result: dict[str, Any]) -> str:
     out = []
     if "none" in modes:
         off = modes["none"]
-        out.append(f"**Measured:** without the cache these {n} forwards took **{sum(off) / 1000:.1f} s**, "
+        lead = "**Measured on the recording machine, not this server:**" if recorded else "**Measured:**"
+        out.append(f"{lead} without the cache these {n} forwards took **{sum(off) / 1000:.1f} s**, "
                    f"**{sum(off) / sum(dyn):.1f}×** the {sum(dyn) / 1000:.1f} s with it. With the cache a decode "
                    f"step feeds the model **1 new token**; without it, forward *k* feeds all {prompt} + *k* tokens "
                    f"again, so every step is a prefill of the whole sequence so far "
@@ -255,7 +257,8 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
     b0, b1 = first["batch"], last["batch"]
     t0, t1 = _step(first), _step(last)
     r0, r1 = _rate(first), _rate(last)
-    out = [f"**Measured:** from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
+    lead = "**Measured:**" if where == "this machine" else f"**Measured on {where}, not this server:**"
+    out = [f"{lead} from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
            f"({_num(t0)} → {_num(t1)} ms per step) while {b1 / b0:g}× as many "
            f"sequences shared each step, so the tokens per second grew **×{r1 / r0:.1f}** "
            f"({_num(r0)} → {_num(r1)} tokens/s)."]

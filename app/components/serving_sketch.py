@@ -31,6 +31,7 @@ CHUNK = 128  # prompt tokens per iteration when chunked
 STREAMS = ("reader A", "reader B", "reader C")
 STEPS_BEFORE = 4  # decode steps before the long prompt arrives
 STEPS_SHOWN = 30  # iterations drawn in all
+OUTLIER = 2.0  # a measured prefill this many times off its prediction is not used to size the sketch
 
 
 @dataclass
@@ -58,6 +59,8 @@ def timelines(events: list[Event], ctx: RunContext, long_prompt: int = LONG_PROM
         return None
     priced = events[0].n_new
     to_measured = events[0].latency_ms / sum(terms.values())
+    if not 1 / OUTLIER <= to_measured <= OUTLIER:  # a prefill held up by other work: size it as predicted
+        to_measured = 1.0
     terms = {k: v * to_measured for k, v in terms.items()}
     decode_terms = perf.median_terms_ms(events)
     if sum(decode_terms.values()) > 0:
@@ -126,7 +129,14 @@ def slot_values(events: list[Event], ctx: RunContext) -> dict[str, Any]:
     if pair is None:
         return {}
     whole, chunked = pair
-    return {"three_step_ms": f"{1000 * (whole.ticks_s[STREAMS[0]][1] - whole.ticks_s[STREAMS[0]][0]):.0f}",
+    predicted = sum(events[0].predicted_terms_ms.values())
+    ratio = events[0].latency_ms / predicted
+    scale = (f"scaled so this run's own prompt costs exactly its measured {events[0].latency_ms:.0f} ms"
+             if 1 / OUTLIER <= ratio <= OUTLIER else
+             f"sized as predicted: this run's prefill took {events[0].latency_ms:.0f} ms against "
+             f"{predicted:.0f} ms predicted, {ratio:.1f}× off, so something else held it up and it would "
+             "distort the sketch")
+    return {"prefill_scale": scale, "three_step_ms": f"{1000 * (whole.ticks_s[STREAMS[0]][1] - whole.ticks_s[STREAMS[0]][0]):.0f}",
             "long_prompt": f"{LONG_PROMPT:,}", "chunk": str(CHUNK),
             "stall_whole_s": f"{whole.longest_gap_s():.1f}", "stall_chunk_s": f"{chunked.longest_gap_s():.2f}",
             "first_whole_s": f"{whole.first_token_s - whole.ticks_s[STREAMS[0]][STEPS_BEFORE - 1]:.1f}",

@@ -159,7 +159,7 @@ def _compare_body(loaded: Any) -> None:
                 with st.expander("Cache comparison as a table"):
                     st.dataframe(pd.DataFrame(panel_figures.compare_rows(shown.result)), hide_index=True)
     if shown is not None:  # a summary of half the forwards would mislead: none while measuring
-        summary = panel_figures.compare_summary(shown.result)
+        summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
         if summary:
             st.markdown(summary)
     _poll(job, state.COMPARE_SEEN)
