@@ -247,7 +247,38 @@ def whatif_recompute() -> dict[str, float]:
             json.dumps(fig)  # what st.plotly_chart sends
         times.append(1000 * (time.perf_counter() - start))
     return {"whatif_recompute_ms": round(statistics.median(times), 1), "whatif_recompute_max_ms": round(max(times), 1),
-            "whatif_settings_timed": len(times)}
+            "whatif_settings_timed": len(times), **whatif_host_recompute()}
+
+
+def whatif_host_recompute() -> dict[str, float]:
+    """The same on this server (its calibration; a sixth chart of predicted lines and measured points),
+    median of 5; empty when this server has not been calibrated yet."""
+    from app.components import whatif_figures as figs
+    from app.services import host_points
+    from app.views.whatif import scenario, summary
+    from core import whatif
+    from core.calibrate import HostNotCalibrated, resolve_hardware
+    from core.spec import load_model_preset
+
+    try:
+        hw = resolve_hardware("host")
+    except HostNotCalibrated:
+        return {}
+    spec = load_model_preset("smollm2-135m")
+    settings = {"batch": 1, "prompt": 40, "gen": 48, "w": "fp32", "kv": "fp32", "bw_eff": 0.8, "c_eff": 0.6}
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        s = whatif.on_hardware(scenario(settings), hw)
+        ans = whatif.answer(spec, hw, s)
+        summary(ans)
+        for fig in (figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, hw, s), s.batch),
+                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], 1),
+                    figs.time_split(ans), figs.memory_stack(ans),
+                    figs.host_measured(whatif.host_curves(spec, hw, s, 43), host_points.all_points(), [])):
+            json.dumps(fig)
+        times.append(1000 * (time.perf_counter() - start))
+    return {"whatif_host_recompute_ms": round(statistics.median(times), 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ No session state here (tests/test_layers.py).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import statistics
 import threading
@@ -101,9 +102,15 @@ def record_run(events: list[Any], model: dict[str, Any], settings: dict[str, Any
 
 
 def bundled_points(directory: Path | None = None) -> list[RunPoint]:
-    """The bundled traces as points; a missing, huge or malformed file is skipped."""
+    """The bundled traces as points; a missing, huge or malformed file is skipped. Read once per
+    process (the files ship with the app; parsing them took ~80 ms, over the page's redraw budget)."""
+    return list(_bundled(directory or TRACES_DIR))
+
+
+@functools.lru_cache(maxsize=4)
+def _bundled(directory: Path) -> tuple[RunPoint, ...]:
     out = []
-    for path in sorted((directory or TRACES_DIR).glob("*.json")):
+    for path in sorted(directory.glob("*.json")):
         try:
             if path.stat().st_size > MAX_TRACE_BYTES:
                 continue
@@ -118,7 +125,7 @@ def bundled_points(directory: Path | None = None) -> list[RunPoint]:
             continue
         if point is not None:
             out.append(point)
-    return out
+    return tuple(out)
 
 
 def all_points() -> list[RunPoint]:
