@@ -131,7 +131,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         if terms["kv"] >= 0.05:
             kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
                         f"coefficients a byte of cache costs about "
-                        f"{ratio:.1f}× a byte of weights (predicted)")
+                        f"{ratio:.1f}× a byte of weights (fitted)")
     v["kv_sentence"] = kv_share
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
