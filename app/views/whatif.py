@@ -14,7 +14,7 @@ from app.components import whatif_figures as figs
 from app.sections import whatif_settings as controls
 from app.services import experiment_results, host_points
 from core import whatif
-from core.hardware import HOST
+from core.hardware import CUSTOM, HOST
 
 TITLE = "What if: any model, any GPU"
 
@@ -136,17 +136,17 @@ def summary(ans: dict[str, Any]) -> str:
     host = ans["hardware"] == HOST
     where = "this server" if host else "this GPU"
     ceilings = "its measured ceilings" if host else "after the assumed efficiencies"
-    peak_word = "measured" if host else "datasheet"
+    source = "the measured" if host else "your figures'" if ans["hardware"] == CUSTOM else "the datasheet"
     lines = [
         f"**{ans['model']}** ({ans['params'] / 1e9:,.2f} billion parameters) on **{ans['hardware_label']}**, "
         f"weights in {st_['weight_dtype']}, KV cache in {st_['kv_dtype']}:",
         f"**Prefill** of {st_['prompt_len']:,} tokens × batch {st_['batch']}: {pre['intensity']:,.0f} FLOPs per byte "
         f"moved (counted), {pre_side} {where}'s ridge of {ridge:,.0f} ({ceilings}), so it is "
         f"{'compute' if pre_side == 'above' else 'bandwidth'}-bound: **{_ms(pre['time_s'])}** predicted, against "
-        f"{_ms(floors['prefill_s'])} if every FLOP ran at the {peak_word} peak.",
+        f"{_ms(floors['prefill_s'])} if every FLOP ran at {source} peak.",
         f"**Decode**: a typical step ({dec['n_cached']:,} tokens in the cache) does {dec['intensity']:.2f} FLOPs per "
         f"byte, {dec_side} the ridge: **{_ms(dec['time_s'])}** predicted, against {_ms(floors['decode_step_s'])} "
-        f"for its weight and cache bytes at the {peak_word} bandwidth.",
+        f"for its weight and cache bytes at {source} bandwidth.",
     ]
     if ans.get("n_experts"):
         e, k, read = ans["n_experts"], ans["experts_per_token"], ans["experts_read_per_layer"]
