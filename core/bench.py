@@ -156,9 +156,9 @@ def bench_predictor(loaded) -> tuple[dict[str, Any], Any, list[dict]]:
     cal = calibrate.calibrate(force=True)
     base = predictor.host_predictor(spec, loaded.info.dtype, calibration=cal, use_fit=False)
     _log("measuring the train and held-out test splits (interleaved)")
-    rows = fitdata.measure_splits(loaded)
+    rows = fitdata.measure_splits(loaded, folds=(fitdata.LIVE_FOLD,))  # the fold a server fits on
     train, test = rows["train"], rows["test"]
-    fitted = predictor.fit(base, fitdata.samples(train), label="bench train split")
+    fitted = predictor.fit(base, fitdata.samples(train), label=f"bench train split fold {fitdata.LIVE_FOLD}")
     predictor.save_fit(fitted, spec)
     err = fitdata.errors(fitted, test)
     result = {
@@ -253,6 +253,8 @@ def add_parser(sub) -> None:
     p.add_argument("--skip-serve", action="store_true", help="do not measure the page's process RSS")
     p.add_argument("--transfer", action="store_true",
                    help="only the predictor's error on models it was not fitted on (core.transfer, minutes)")
+    p.add_argument("--stability", action="store_true",
+                   help="only whether three disjoint fits of the predictor agree (core.stability, minutes)")
     p.add_argument("--sim", action="store_true", help="only the serving simulator's speed (seconds)")
     p.set_defaults(func=_cmd)
 
@@ -262,6 +264,10 @@ def _cmd(args) -> int:
         from core.transfer import run_transfer
 
         result = run_transfer()
+    elif args.stability:
+        from core.stability import run_stability
+
+        result = run_stability()
     elif args.sim:
         result = bench_sim()
     else:

@@ -252,6 +252,49 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
                 sequence = torch.cat([sequence, next_input], dim=1)
 
 
+def decode_over_filled_cache(loaded: LoadedModel, batch: int, cached_tokens: int, steps: int) -> list[float]:
+    """Seconds of each of `steps` decode forwards at `batch` over a cache already `cached_tokens` long.
+
+    The forward is the runner's decode step exactly (same call, same cache class, last-position
+    logits, the same token choice); only the cache is filled with a constant instead of being
+    computed by a prefill, which changes no step's speed but saves the prefill of batch x context
+    tokens that a long batched cache would otherwise cost. This is how the latency fit sees the
+    cache's cost per byte: at batch 1 the cache is too small a share of a step to weigh.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    from core.spec import spec_from_config
+
+    spec = spec_from_config(loaded.config)
+    model, device = loaded.model, loaded.model.device
+    dtype = next(model.parameters()).dtype
+    settings = GenerationSettings(max_new_tokens=steps, batch=batch, chat=False).validated()
+    if cached_tokens < 1 or cached_tokens + steps > loaded.context_window:
+        raise SettingsError(f"a cache of {cached_tokens} tokens plus {steps} steps does not fit the model's "
+                            f"context window of {loaded.context_window} tokens")
+    generator = torch.Generator(device="cpu").manual_seed(settings.seed)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    cache = DynamicCache(config=loaded.config)
+    shape = (batch, spec.n_kv_heads, cached_tokens, spec.head_dim)
+    for layer in range(spec.n_layers):
+        cache.update(torch.full(shape, 0.01, dtype=dtype, device=device),
+                     torch.full(shape, 0.01, dtype=dtype, device=device), layer)
+    next_input = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    seconds = []
+    with torch.inference_mode():
+        for _ in range(steps):
+            sync()
+            start = time.perf_counter()
+            out = model(input_ids=next_input, cache=cache, use_cache=True, logits_to_keep=1)
+            token = _choose(out.logits[:, -1, :], settings, generator)[:1]
+            int(token.item())
+            sync()
+            seconds.append(time.perf_counter() - start)
+            next_input = token.view(1, 1).expand(batch, 1)
+    return seconds
+
+
 def _eos_ids(loaded: LoadedModel) -> set[int]:
     ids = set()
     for source in (loaded.model.generation_config, loaded.config):

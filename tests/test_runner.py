@@ -9,6 +9,7 @@ from core.runner import (
     GenerationSettings,
     SettingsError,
     TokenTexts,
+    decode_over_filled_cache,
     encode_prompt,
     generate_trace,
     run,
@@ -178,3 +179,19 @@ def test_odd_unicode_prompts_run_and_round_trip(tiny_model, prompt):
         assert prompt in decoded
     else:
         assert "\ufffd" in decoded  # the lone surrogates were replaced, not dropped silently
+
+
+def test_decode_over_a_filled_cache_runs_decode_steps_at_its_batch_over_that_cache(tiny_model, monkeypatch):
+    seen = []
+    forward = tiny_model.model.forward
+
+    def spy(*args, **kwargs):
+        seen.append((tuple(kwargs["input_ids"].shape), kwargs["cache"].get_seq_length()))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model.model, "forward", spy)
+    seconds = decode_over_filled_cache(tiny_model, batch=4, cached_tokens=20, steps=3)
+    assert len(seconds) == 3 and all(s > 0 for s in seconds)
+    assert seen == [((4, 1), 20), ((4, 1), 21), ((4, 1), 22)]  # one new token per row, the cache growing
+    with pytest.raises(SettingsError, match="context window"):
+        decode_over_filled_cache(tiny_model, batch=1, cached_tokens=tiny_model.context_window, steps=1)

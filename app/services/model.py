@@ -109,7 +109,7 @@ class CalibrationJob(ModelJob):
         try:
             from core.fitdata import ensure_fitted
 
-            self.progress = "fitting the latency model to this machine (once per server, ~15 s)…"
+            self.progress = "fitting the latency model to this machine (once per server, about 30 s)…"
             ensure_fitted(self.loaded)
         except Exception:  # predictions then use the unfitted roofline, still labelled as predictions
             pass
