@@ -43,7 +43,7 @@ def _byte_tokenizer():
     return fast
 
 
-def make_tiny_model(layers: int = 2, seed: int = 0):
+def make_tiny_model(layers: int = 2, seed: int = 0, context: int = 512):
     """A random-weight Llama with grouped-query attention, small enough to run in milliseconds."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -53,7 +53,7 @@ def make_tiny_model(layers: int = 2, seed: int = 0):
     tokenizer = _byte_tokenizer()
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=16, max_position_embeddings=512, tie_word_embeddings=True,
+                         head_dim=16, max_position_embeddings=context, tie_word_embeddings=True,
                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from core import fitdata
 from core.bench import decode_bandwidth_fraction
+from tests.conftest import make_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    """The tiny model with room for the split's longest cache runs (2,048 tokens and more)."""
+    return make_tiny_model(context=4096)
 
 
 def test_split_parts_share_no_prompt_lengths_or_text():
@@ -58,4 +67,4 @@ def test_measure_splits_keeps_only_the_asked_folds_and_prices_each_run_at_its_ba
     # A decode step reads batch x context cached positions, the same bytes per position at any batch.
     per_position = {r["cost"]["bytes"]["kv_read"] / (r["batch"] * r["n_cached"])
                     for r in rows if r["phase"] == "decode"}
-    assert len(per_position) == 1 and {r["batch"] for r in rows} == {1, 16}
+    assert len(per_position) == 1 and {r["batch"] for r in rows} == {1, 4, 16}

@@ -52,14 +52,16 @@ def test_relative_spread_is_range_over_median():
     assert stability.relative_spread([2.0, 2.0, 2.0]) == 0.0
 
 
-def test_every_fold_holds_batched_steps_over_a_short_and_a_long_cache():
+def test_every_fold_holds_batched_steps_over_a_small_and_a_large_cache():
     runs = fitdata.load_split()["train"]["runs"]
     folds = sorted({r["fold"] for r in runs})
     assert folds == [0, 1, 2] and fitdata.LIVE_FOLD in folds
     for fold in folds:
         mine = [r for r in runs if r["fold"] == fold]
-        caches = sorted(r["cached_tokens"] for r in mine if "cached_tokens" in r and r["batch"] >= 8)
-        assert caches and caches[0] <= 32 and caches[-1] >= 400, f"fold {fold} cannot see the cache's cost"
+        caches = sorted(r["cached_tokens"] * r["batch"] for r in mine if "cached_tokens" in r)
+        # Cached positions across the batch: a step over 8,000 of them spends about half its time on
+        # the cache, one over a few hundred almost none; the difference is what the KV term weighs.
+        assert caches and caches[0] <= 512 and caches[-1] >= 7000, f"fold {fold} cannot see the cache's cost"
         prompts = sorted(r["prompt_tokens"] for r in mine if "prompt_tokens" in r)
         assert prompts[0] <= 24 and prompts[-1] >= 200, f"fold {fold} lacks a short or a long prefill"
     for key in ("prompt_tokens", "cached_tokens"):
@@ -82,7 +84,7 @@ def test_the_splits_folds_agree_under_measurement_noise_and_batch1_alone_would_n
     # coefficient is left to the noise, as it was before those runs existed.
     batch1 = [r for r in train if r["batch"] == 1]
     alone = stability.report(_base(), batch1, test)
-    assert alone["stability_coef_spread"]["kv"] > 0.3
+    assert alone["stability_coef_spread"]["kv"] > 0.2
 
 
 def test_report_needs_two_folds():
