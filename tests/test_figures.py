@@ -338,7 +338,9 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     verdict = lesson.values_for(slow, low_ridge)["prefill_verdict"]
     assert "something else held it up" in verdict and "arithmetic is what sets its time" not in verdict
     normal = [_predicted_at(first, first.latency_ms / 1.2), *events[1:]]
-    assert "arithmetic is what sets its time" in lesson.values_for(normal, low_ridge)["prefill_verdict"]
+    plain = lesson.values_for(normal, low_ridge)["prefill_verdict"]
+    assert "arithmetic is what sets its time" in plain
+    assert plain.startswith("**So was this prefill compute-bound?** Yes, but it ran at about ")  # a yes or no first
 
 
 def _predicted_at(event, total_ms: float):

@@ -255,3 +255,21 @@ def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
     assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")
     assert text.startswith("**Measured on the recording machine, not this server:**")
     assert panel_figures.batching_summary(result).startswith("**Measured:**")
+
+
+def test_batching_summary_gives_one_answer_first_and_names_why_there_are_others():
+    """Three figures for one question read as a contradiction: the section opens with this
+    server's figure, then says the recording machine's and the latency model's are other machines or
+    other rules."""
+    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
+            for b, ms in ((1, 65.6), (64, 277.0))]
+    result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 54.0,
+              "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4}}
+    here = {"ridge_flop_per_byte": 5.2, "decode_intensity": 0.51, "batch": 10.2}
+    text = panel_figures.batching_summary(result, "the recording machine", here)
+    head = text.split("**Where decode stops being bandwidth-bound:** ", 1)[1].split("In detail:")[0]
+    assert head.startswith("on this server at about batch **10**")
+    assert head.index("**10**") < head.index("**29**") < head.index("**54**")
+    assert "(predicted)" in head and "(computed)" in head
+    mine = panel_figures.batching_summary(result)  # measured here: no second machine to name
+    assert "at about batch **29** by the roofline rule of thumb" in mine and "this server at" not in mine

@@ -398,8 +398,8 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
         # one line at every step count: a note that wraps mid-run would move the plot under it
-        text = (f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted, the thin "
-                "orange slice; it grows with every token")
+        text = (f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted, a slice too "
+                "thin to see; it grows with every token")
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     return patch

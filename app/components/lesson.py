@@ -204,11 +204,13 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         roof_ms = 1000.0 * flops / peak
         predicted = sum((prefill.predicted_terms_ms or {}).values())
         held_up = predicted > 0 and prefill.latency_ms > 2 * predicted
+        share = 100.0 * roof_ms / prefill.latency_ms if prefill.latency_ms else 0.0
         v["prefill_verdict"] = (
-            f"**So was this prefill compute-bound?** Not memory-bound: its "
-            f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) take {bytes_ms:.0f} ms at {bw / 1e9:.1f} GB/s. "
-            f"Its FLOPs at the roof would take {roof_ms:.0f} ms (computed); it took {prefill.latency_ms:.0f} ms "
-            + ("(measured). So arithmetic is what sets its time, as the roofline says, but done well below the "
+            f"**So was this prefill compute-bound?** Yes, but it ran at about {share:.0f}% of the roof's speed. Its "
+            f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) would take only {bytes_ms:.0f} ms at "
+            f"{bw / 1e9:.1f} GB/s; its FLOPs at the roof would take {roof_ms:.0f} ms (computed); it took "
+            f"{prefill.latency_ms:.0f} ms "
+            + ("(measured). So arithmetic is what sets its time, as the roofline says, but done below the "
                "roof's speed: the thin matrix products and the fixed cost per layer take the rest."
                if not held_up else
                f"(measured), more than twice the {predicted:.0f} ms the latency model predicts with the thin "

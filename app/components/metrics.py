@@ -31,7 +31,7 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
         out.append({"label": "Time per output token", "value": f"{tpot:.0f} ms",
                     "note": f"measured: mean of {steps} decode steps"})
         out.append({"label": "Decode speed", "value": f"{1000.0 / tpot:.1f} tok/s",
-                    "note": "measured: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
+                    "note": "computed from measured times: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
         out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})
     out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes),

@@ -302,7 +302,8 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
                        f"{here['decode_intensity']:.2f} FLOPs per byte, so the same estimate gives batch ≈ "
                        f"**{here['batch']:.0f}** here. Press the button to measure this server's own curve.")
     if bullets:
-        out.append("**Where decode stops being bandwidth-bound:**\n" + "\n".join(bullets))
+        out.append("**Where decode stops being bandwidth-bound:** " + _in_short(roofline, crossover, here, where)
+                   + "\n" + "\n".join(bullets))
         if crossover and roofline.get("batch"):
             out.append("The two differ because the latency model also counts the cache and activation bytes that grow "
                        "with every row, a fixed cost per forward, and how fast the machine really ran each kind of "
@@ -311,6 +312,23 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
         else:
             out.append("A GPU, with far more FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
     return "\n\n".join(out)
+
+
+def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str, float] | None,
+              where: str) -> str:
+    """One answer first, then why the page gives several: each is a different machine or a different rule."""
+    est = roofline.get("batch")
+    parts = []
+    if here and here.get("batch"):
+        parts.append(f"on this server at about batch **{here['batch']:.0f}** by the roofline rule of thumb (computed)")
+        if est:
+            parts.append(f"on {where}, with its own ridge, near **{est:.0f}** by the same rule")
+    elif est:
+        parts.append(f"at about batch **{est:.0f}** by the roofline rule of thumb (computed)")
+    if crossover:
+        parts.append(f"the latency model turns later, at ≈ **{crossover:.0f}** (predicted), because it counts costs "
+                     "the rule of thumb leaves out")
+    return ("; ".join(parts) + ". In detail:") if parts else ""
 
 
 def _speeds(roofline: dict[str, float]) -> str:
