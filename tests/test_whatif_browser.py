@@ -52,13 +52,21 @@ def _wait_until_some_differ(page, before: list[str]) -> None:
         arg=[CHARTS_JS, before], timeout=60_000)
 
 
+def _idle(page) -> None:
+    """No rerun in flight: a rerun that lands while a dropdown is open redraws it closed, and the
+    typed filter then goes nowhere. Streamlit shows its status widget for as long as a run lasts."""
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)
+
+
 def _choose(page, label: str, option: str) -> None:
+    _idle(page)
     page.get_by_label(label, exact=True).click()
     page.keyboard.type(option)  # long lists are drawn only near the scroll position: filter first
     page.get_by_role("option", name=option, exact=True).click()
 
 
 def _number(page, label: str, value: str) -> None:
+    _idle(page)
     box = page.get_by_label(label, exact=True)
     box.fill(value)
     box.press("Enter")
