@@ -334,6 +334,8 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     (start, end), = whole.prefill_spans_s
     assert end - start == pytest.approx(predicted_long)
     assert sk.slot_values(slow, ctx)["prefill_scale"].startswith("sized as predicted")
+    # 1,000 tokens in chunks of 128: eight iterations, and the text must not imply 8 x 128
+    assert sk.slot_values(slow, ctx)["chunk_iterations"] == "8 iterations, the last one shorter"
     low_ridge = dataclasses.replace(ctx, ceilings=Ceilings(7e11, 7e10, None, "test"))  # ridge 0.1 FLOP/byte
     verdict = lesson.values_for(slow, low_ridge)["prefill_verdict"]
     assert "something else held it up" in verdict and "arithmetic is what sets its time" not in verdict

@@ -273,3 +273,14 @@ def test_batching_summary_gives_one_answer_first_and_names_why_there_are_others(
     assert "(predicted)" in head and "(computed)" in head
     mine = panel_figures.batching_summary(result)  # measured here: no second machine to name
     assert "at about batch **29** by the roofline rule of thumb" in mine and "this server at" not in mine
+
+
+def test_compare_summary_says_when_the_no_cache_prediction_runs_off_the_measurement():
+    res = _compare_result()
+    off = res["modes"]["none"]
+    near = {**res, "predicted": {**res["predicted"], "none": [m / 1.05 for m in off]}}
+    assert "no-cache line" not in panel_figures.compare_summary(near)  # within 10%: nothing to flag
+    low = {**res, "predicted": {**res["predicted"], "none": [m / 1.3 for m in off]}}
+    assert "runs about 23% below these measured forwards" in panel_figures.compare_summary(low)
+    high = {**res, "predicted": {**res["predicted"], "none": [m / 0.7 for m in off]}}
+    assert "runs about 43% above" in panel_figures.compare_summary(high)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from typing import Any
 
 import plotly.graph_objects as go
@@ -112,6 +113,16 @@ def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
                    f"(here {_mean(off[1:]):.0f} ms per step, against {_mean(dyn[1:]):.0f} ms with the cache) and "
                    f"the gap keeps "
                    f"widening with every token.")
+        predicted = [(m, p) for m, p in zip(off, (result.get("predicted") or {}).get("none") or [], strict=False)
+                     if p]
+        if predicted:
+            gap = statistics.median(p / m for m, p in predicted) - 1  # < 0: the prediction is too fast
+            if abs(gap) > 0.10:  # beyond the typical error of its other predictions
+                out[-1] += (f" The latency model's no-cache line runs about {abs(gap):.0%} "
+                            f"{'below' if gap < 0 else 'above'} these measured forwards (median over them): it was "
+                            "fitted on cached decode steps and single prefills, and forwards that re-read the "
+                            "whole sequence at every step came out "
+                            f"{'slower' if gap < 0 else 'faster'} than it expects.")
     if "static" in modes:
         ratio = sum(modes["static"]) / sum(dyn)
         verdict = ("within 10% of each other: at this length the difference is lost in the noise of the machine"

@@ -141,4 +141,5 @@ def slot_values(events: list[Event], ctx: RunContext) -> dict[str, Any]:
             "stall_whole_s": f"{whole.longest_gap_s():.1f}", "stall_chunk_s": f"{chunked.longest_gap_s():.2f}",
             "first_whole_s": f"{whole.first_token_s - whole.ticks_s[STREAMS[0]][STEPS_BEFORE - 1]:.1f}",
             "first_chunk_s": f"{chunked.first_token_s - chunked.ticks_s[STREAMS[0]][STEPS_BEFORE - 1]:.1f}",
-            "chunk_iterations": str(math.ceil(LONG_PROMPT / CHUNK))}
+            "chunk_iterations": f"{math.ceil(LONG_PROMPT / CHUNK)} iterations"
+                                + (", the last one shorter" if LONG_PROMPT % CHUNK else "")}
