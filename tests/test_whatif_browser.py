@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.conftest import ARTIFACTS
 
@@ -60,9 +61,21 @@ def _idle(page) -> None:
 
 def _choose(page, label: str, option: str) -> None:
     _idle(page)
-    page.get_by_label(label, exact=True).click()
-    page.keyboard.type(option)  # long lists are drawn only near the scroll position: filter first
-    page.get_by_role("option", name=option, exact=True).click()
+    box = page.get_by_label(label, exact=True)
+    box.click()
+    page.get_by_role("listbox").wait_for(timeout=30_000)  # the dropdown is open before anything is typed
+    box.press_sequentially(option)  # long lists are drawn only near the scroll position: filter first
+    target = page.get_by_role("option", name=option, exact=True)
+    try:
+        target.wait_for(timeout=30_000)
+    except PlaywrightTimeout:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "whatif-choose-failed.png"))
+        listed = page.get_by_role("option").all_inner_texts()[:40]
+        typed = box.input_value()
+        raise AssertionError(f"no option {option!r} under {label!r} after typing (box holds {typed!r}); "
+                             f"listed: {listed}; screenshot artifacts/whatif-choose-failed.png") from None
+    target.click()
 
 
 def _number(page, label: str, value: str) -> None:
