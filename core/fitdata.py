@@ -16,7 +16,8 @@ from core.runner import GenerationSettings, decode_over_filled_cache, run
 from core.spec import spec_from_config
 
 SPLIT_PATH = Path(__file__).resolve().parent.parent / "assets" / "calibration" / "split.json"
-# The fold a server fits on: `bench --stability` shows any one fold gives the others' coefficients.
+# The fold a server fits on; `bench --stability` measures how far one fold's coefficients lie from
+# the others'.
 LIVE_FOLD = 0
 
 

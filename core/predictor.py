@@ -32,9 +32,9 @@ from core.spec import ModelSpec
 TERMS = ("overhead", "memory", "kv", "compute", "prefill_extra")
 # The fixed overhead is measured directly by calibration and kept at 1.0: within one model every
 # forward streams the same weights, so a fitted overhead and a fitted memory term are collinear.
-# The prefill extra is not fitted either: measured prefills leave it somewhere between 0 and 20 ms,
-# inside their own noise, so three disjoint fits could not agree on it (`bench --stability`); it
-# stays a term (0 on this host) for machines whose figures say otherwise.
+# The prefill extra is not fitted either: a few ms on prefills of 100 ms and more lies inside their
+# noise, so disjoint fits could not agree on it (`bench --stability`); it stays a term (0 on this
+# host) for machines whose figures say otherwise.
 FITTED_TERMS = ("memory", "kv", "compute")
 UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_extra": 0.0}
 

@@ -215,17 +215,9 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
             if step and should_stop is not None and should_stop():
                 return
             n_new = next_input.shape[1]
-            sync()
-            start = time.perf_counter()
-            if cache is None:
-                out = model(input_ids=sequence, use_cache=False, logits_to_keep=1)
-            else:
-                out = model(input_ids=next_input, cache=cache, use_cache=True, logits_to_keep=1)
-            # Sampling is per row but row 0's choice feeds every row, so a batch stays one prompt.
-            token = _choose(out.logits[:, -1, :], settings, generator)[:1]
+            token, latency_ms = _timed_forward(model, sequence if cache is None else next_input, cache,
+                                               settings, generator, sync)
             token_id = int(token.item())
-            sync()
-            latency_ms = (time.perf_counter() - start) * 1000.0
 
             is_last = step == settings.max_new_tokens - 1 or (settings.stop_on_eos and token_id in eos)
             first = n_cached if cache is not None else 0
@@ -255,8 +247,8 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
 def decode_over_filled_cache(loaded: LoadedModel, batch: int, cached_tokens: int, steps: int) -> list[float]:
     """Seconds of each of `steps` decode forwards at `batch` over a cache already `cached_tokens` long.
 
-    The forward is the runner's decode step exactly (same call, same cache class, last-position
-    logits, the same token choice); only the cache is filled with a constant instead of being
+    The forward is the runner's decode step exactly (the same _timed_forward, the same cache class);
+    only the cache is filled with a constant instead of being
     computed by a prefill, which changes no step's speed but saves the prefill of batch x context
     tokens that a long batched cache would otherwise cost. This is how the latency fit sees the
     cache's cost per byte: at batch 1 the cache is too small a share of a step to weigh.
@@ -284,15 +276,26 @@ def decode_over_filled_cache(loaded: LoadedModel, batch: int, cached_tokens: int
     seconds = []
     with torch.inference_mode():
         for _ in range(steps):
-            sync()
-            start = time.perf_counter()
-            out = model(input_ids=next_input, cache=cache, use_cache=True, logits_to_keep=1)
-            token = _choose(out.logits[:, -1, :], settings, generator)[:1]
-            int(token.item())
-            sync()
-            seconds.append(time.perf_counter() - start)
+            token, latency_ms = _timed_forward(model, next_input, cache, settings, generator, sync)
+            seconds.append(latency_ms / 1000.0)
             next_input = token.view(1, 1).expand(batch, 1)
     return seconds
+
+
+def _timed_forward(model, input_ids, cache, settings: GenerationSettings, generator, sync) -> tuple[Any, float]:
+    """One forward and its token choice, timed as every measured step is (the token on the CPU before
+    the clock stops); `cache` None re-feeds the whole sequence. Returns the chosen token and ms."""
+    sync()
+    start = time.perf_counter()
+    if cache is None:
+        out = model(input_ids=input_ids, use_cache=False, logits_to_keep=1)
+    else:
+        out = model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=1)
+    # Sampling is per row but row 0's choice feeds every row, so a batch stays one prompt.
+    token = _choose(out.logits[:, -1, :], settings, generator)[:1]
+    token.item()  # waits for the choice: a step is timed until its token is known
+    sync()
+    return token, (time.perf_counter() - start) * 1000.0
 
 
 def _eos_ids(loaded: LoadedModel) -> set[int]:

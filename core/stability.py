@@ -18,8 +18,8 @@ from typing import Any
 from core.predictor import FITTED_TERMS, Predictor, fit
 
 BATCH_CHECKED = 16
-# Passes over the whole schedule. Measured here: with 5 the three folds' coefficients agreed within
-# 7%; with 3, within 10-14%, as the shared machine's speed drifts by that much during a pass.
+# Passes over the whole schedule: more than a live fit's 3, because the spread between folds, not
+# one fit's error, is what this measures, and a shared machine's speed drifts within a pass.
 PASSES = 5
 
 
