@@ -116,6 +116,22 @@ def test_this_servers_lines_follow_its_predictor(quick_cal, cache_dir):
         assert all(b > a for a, b in zip(curves[key], curves[key][1:], strict=False)), key  # longer costs more
 
 
+def test_the_server_chart_names_the_newest_run_and_the_recordings_and_hovers_every_point(quick_cal, cache_dir):
+    from app.components import whatif_figures
+
+    host = calibrate.host_spec(quick_cal)
+    curves = whatif.host_curves(SMOL, host, whatif.Scenario(weight_dtype="fp32", prompt_len=40), batch_context=43)
+    bundled = host_points.bundled_points()
+    runs = [dataclasses.replace(bundled[0], source="server", label=f"live run {i}", short=f"run {i}")
+            for i in range(5)]
+    fig = whatif_figures.host_measured(curves, bundled + runs, [])
+    live = [t for t in fig["data"] if t["name"] == "measured: a live run on this server"]
+    assert live and all(t["text"] == ["", "", "", "", "run 4"] for t in live)  # a dozen names would pile up
+    assert all(len(t["customdata"]) == 5 and "live run 0" in t["customdata"][0] for t in live)  # still on hover
+    recordings = [t for t in fig["data"] if t["name"] == "measured: a recording bundled with the app"]
+    assert recordings and all(all(t["text"]) for t in recordings)
+
+
 def test_run_points_from_the_bundled_recordings_and_a_capped_store():
     points = host_points.bundled_points()
     assert len(points) == 3 and all(p.source == "bundled" and "recording" in p.label for p in points)

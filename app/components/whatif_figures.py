@@ -219,8 +219,12 @@ def host_measured(curves: dict[str, Any], points: list[Any], batch_rows: list[di
         if not mine:
             continue
         marker = {"color": pal.MEASURED, "size": 11, "symbol": symbol, "line": {"width": 2, "color": pal.MEASURED}}
+        # A dozen live runs' names piled on one cluster are unreadable: only the newest run (the
+        # store keeps them oldest first) and the few recordings are named; every point hovers its name.
+        named = {id(p) for p in (mine if source == "bundled" else mine[-1:])}
         data.append({"type": "scatter", "x": [p.prompt_tokens for p in mine], "y": [p.ttft_ms for p in mine],
-                     "mode": "markers+text", "name": name, "marker": marker, "text": [p.short for p in mine],
+                     "mode": "markers+text", "name": name, "marker": marker,
+                     "text": [p.short if id(p) in named else "" for p in mine],
                      "textposition": [("bottom right", "top left")[i % 2] for i in range(len(mine))],
                      "textfont": {"size": 11, "color": pal.MEASURED},
                      "customdata": [p.label for p in mine],
@@ -228,7 +232,8 @@ def host_measured(curves: dict[str, Any], points: list[Any], batch_rows: list[di
         steps = [p for p in mine if p.decode_step_ms is not None]
         data.append({"type": "scatter", "x": [p.decode_context for p in steps],
                      "y": [p.decode_step_ms for p in steps], "xaxis": "x2", "yaxis": "y2", "mode": "markers+text",
-                     "showlegend": False, "name": name, "marker": marker, "text": [p.short for p in steps],
+                     "showlegend": False, "name": name, "marker": marker,
+                     "text": [p.short if id(p) in named else "" for p in steps],
                      "textposition": [("top right", "bottom right")[i % 2] for i in range(len(steps))],
                      "textfont": {"size": 11, "color": pal.MEASURED},
                      "customdata": [f"{p.label}: median of {p.decode_steps} steps" for p in steps],
