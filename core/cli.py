@@ -185,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arrivals", help="replay an arrival file instead (JSONL or CSV: arrival_s, prompt_tokens, "
                                       "output_tokens)")
     s.add_argument("--model", default=DEFAULT_MODEL, help=f"a model preset (default {DEFAULT_MODEL})")
-    s.add_argument("--hardware", default=DEFAULT_HARDWARE, help=f"a GPU preset (default {DEFAULT_HARDWARE})")
+    s.add_argument("--hardware", default=DEFAULT_HARDWARE,
+                   help=f"a GPU preset (default {DEFAULT_HARDWARE}), or a real engine's fit saved by "
+                        "`engine calibrate` (e.g. vllm-b256: the embedded model in bf16)")
     s.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
     s.add_argument("--tp", type=int, default=1, help="devices per model copy (default 1)")
     s.add_argument("--instances", type=int, default=2,
@@ -211,10 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     from core import bench
 
     bench.add_parser(sub)
+    from core.engines import commands as engine_commands
+
+    engine_commands.add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.engines.base import EngineError
     from core.model import ModelLoadError
     from core.prepare import ModelUnavailable
     from core.runner import SettingsError
@@ -222,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ModelLoadError, ModelUnavailable, SettingsError, ValueError) as exc:
+    except (ModelLoadError, ModelUnavailable, SettingsError, ValueError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

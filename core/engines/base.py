@@ -19,13 +19,17 @@ from core.registry import Registry
 class EngineRequest:
     """One generation request as every client understands it (greedy unless a temperature is set)."""
 
-    prompt: str
+    prompt: str | tuple[int, ...]  # text, or token ids (an exact prompt length, tokenised before timing)
     max_new_tokens: int
     temperature: float = 0.0
     request_id: str = ""
+    ignore_eos: bool = False  # generate exactly max_new_tokens: fixed lengths, as the simulator's
 
     def __post_init__(self) -> None:
-        if not isinstance(self.prompt, str) or not self.prompt:
+        if isinstance(self.prompt, tuple):
+            if not self.prompt or any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in self.prompt):
+                raise ValueError("a token-id prompt must be a non-empty tuple of token ids (integers >= 0)")
+        elif not isinstance(self.prompt, str) or not self.prompt:
             raise ValueError("prompt must be a non-empty string")
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) \
                 or self.max_new_tokens < 1:
@@ -51,6 +55,20 @@ class TokenArrival:
 
 
 @dataclass(frozen=True)
+class StreamEnd:
+    """The stream's last word: why it stopped and the engine's own figures for the request (vLLM's
+    usage, llama-server's timings), when it reports them."""
+
+    finish_reason: str | None = None
+    engine_figures: dict | None = None
+
+
+class EngineError(RuntimeError):
+    """An engine that is down, too slow, or answered something that is not a token stream; the
+    message says which, in words a reader can act on."""
+
+
+@dataclass(frozen=True)
 class Health:
     """Whether the engine answers and will take requests, with a line saying why not."""
 
@@ -68,8 +86,9 @@ class EngineClient(ABC):
         """Whether the engine is up; never raises for an unreachable engine (ok=False says so)."""
 
     @abstractmethod
-    def stream(self, request: EngineRequest) -> Iterator[TokenArrival]:
-        """Send `request` and yield each output token as it arrives, in order."""
+    def stream(self, request: EngineRequest) -> Iterator[TokenArrival | StreamEnd]:
+        """Send `request` and yield each output token as it arrives, in order, then (where the
+        engine says) one StreamEnd; EngineError for an engine that fails mid-stream."""
 
 
 _REGISTRY: Registry[EngineClient] = Registry("engine")

@@ -146,10 +146,30 @@ def _thinned(points: list[tuple[float, int]], most: int) -> list[list[float]]:
 
 
 def deployment(config: SimConfig) -> tuple[ModelSpec, HardwareSpec, Scenario]:
-    spec, hardware = load_model_preset(config.model), load_hardware(config.hardware)
+    spec = load_model_preset(config.model)
+    engine = engine_fit(config)
+    hardware = engine[0].hardware if engine else load_hardware(config.hardware)
     scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=config.dtype, tp=config.tp).resolved()
     check(spec, scenario)
     return spec, hardware, scenario
+
+
+def engine_fit(config: SimConfig):
+    """(predictor, saved entry) when `config.hardware` names a real engine's fit (core.engines.fit),
+    else None. Such a fit prices the embedded model on this server in bf16, one copy, tp 1."""
+    from core.engines.fit import ENGINE_DTYPE, engine_predictor
+    from core.hardware import list_presets
+
+    if config.hardware in list_presets():
+        return None
+    found = engine_predictor(config.hardware)
+    if found is None:
+        return None
+    if config.model != "smollm2-135m" or config.dtype != ENGINE_DTYPE or config.tp != 1:
+        raise ValueError(f"{config.hardware!r} is a real engine's fit for smollm2-135m in {ENGINE_DTYPE} on one "
+                         f"device: simulate that model and dtype with tp 1 (got {config.model}, {config.dtype}, "
+                         f"tp {config.tp})")
+    return found
 
 
 def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
@@ -173,9 +193,14 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     if too_long:
         raise ValueError(f"{len(too_long)} request(s) exceed {spec.name}'s context window of "
                          f"{spec.max_positions:,} tokens (first: request {too_long[0]})")
-    step = step or StepTime.fit(spec, hardware, scenario)
-    blocks = config.kv_blocks if config.kv_blocks is not None else kv_blocks_available(spec, hardware, scenario,
-                                                                                        BLOCK_TOKENS)
+    engine = engine_fit(config)
+    step = step or StepTime.fit(spec, hardware, scenario, engine[0] if engine else None)
+    if config.kv_blocks is not None:
+        blocks = config.kv_blocks
+    elif engine:
+        blocks = int(engine[1]["kv_tokens"]) // BLOCK_TOKENS  # the KV space the engine was started with
+    else:
+        blocks = kv_blocks_available(spec, hardware, scenario, BLOCK_TOKENS)
     if blocks < 1:
         raise ValueError(f"{spec.name} in {config.dtype} does not fit in {config.tp} x {hardware.label}: no memory "
                          "is left for the KV cache; add devices (tensor parallelism) or pick a smaller dtype")

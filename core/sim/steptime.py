@@ -107,12 +107,13 @@ class StepTime:
         return self.seconds(len(rows), tokens, held, pairs, multi, positions, latent)
 
     @classmethod
-    def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario) -> StepTime:
+    def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario, pred=None) -> StepTime:
         """Coefficients read off core.whatif.step_time_s for this model, machine and setting
-        (scenario: a core.whatif.Scenario; its batch and lengths are ignored)."""
+        (scenario: a core.whatif.Scenario; its batch and lengths are ignored). `pred` replaces the
+        machine's own predictor (a real engine's fit, core.engines.fit)."""
         from core.whatif import predictor, step_time_s
 
-        pred = predictor(spec, hardware, scenario)
+        pred = pred or predictor(spec, hardware, scenario)
         v = spec.vocab
         designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)], [(3, 0)],
                    [(5, 5), (5, 5), (1, 300)], [(1, 2000), (4, 0)], [(v + 10, 0)], [(v + 100, 3), (1, 7)],

@@ -1,0 +1,222 @@
+"""Command lines of the engine lab: `engine serve|calibrate|record` and `engine-bench`.
+
+Every command that starts an engine stops its process group before it returns, on success, error
+or Ctrl-C. Progress goes to stderr; stdout carries the result (one JSON line with --json).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from core.engines.lab import StallWorkload
+from core.engines.launch import MAKE_ENGINE_PORTS, ROOT, SETTINGS
+
+BUNDLE_PATH = ROOT / "assets" / "engines" / "stall-recording.json"
+BENCH_SETTINGS = ("vllm-b2048", "vllm-b256", "llama-b2048")
+REPEATS = 3
+
+
+def _say(fraction: float, message: str) -> None:
+    print(f"[{fraction * 100:5.1f}%] {message}", file=sys.stderr, flush=True)
+
+
+def _names(arg: str | None, default: tuple[str, ...]) -> list[str]:
+    names = [n.strip() for n in arg.split(",")] if arg else list(default)
+    unknown = [n for n in names if n not in SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown engine setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
+    return names
+
+
+def cmd_serve(args) -> int:
+    """Serve the settings on their fixed ports until Ctrl-C or SIGTERM (make engine)."""
+    from core.engines.session import installed, started
+
+    names = [n for n in _names(args.only, tuple(SETTINGS)) if installed(SETTINGS[n].engine)]
+    if not names:
+        raise ValueError("no engine is set up: run `make engine-setup`")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with ExitStack() as stack:
+        for name in names:
+            _say(0.0, f"starting {name} on 127.0.0.1:{MAKE_ENGINE_PORTS[name]}")
+            live = stack.enter_context(started(SETTINGS[name], MAKE_ENGINE_PORTS[name], _say))
+            print(f"{name}: {live.base_url} ({live.version}) is serving", flush=True)
+        print("every engine is up; the engine lab page lists them. Ctrl-C stops them all.", flush=True)
+        try:
+            while not stop.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+    print("stopped", flush=True)
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from core.engines import experiments
+    from core.engines.session import started
+
+    out = {}
+    for name in _names(args.only, ("vllm-b2048", "vllm-b256")):
+        with started(SETTINGS[name], progress=_say) as live:
+            entry = experiments.calibrate(live)
+            out[name] = {k: v for k, v in entry.items() if k != "samples"}
+    print(json.dumps(out) if args.json else json.dumps(out, indent=1))
+    return 0
+
+
+def cmd_record(args) -> int:
+    """Make the bundled recording the lab plays where no engine runs."""
+    from core.engines import experiments
+    from core.engines.session import started
+
+    results, fits = [], {}
+    for name in _names(args.only, ("vllm-b2048", "vllm-b256")):
+        with started(SETTINGS[name], progress=_say) as live:
+            _say(0.3, f"{name}: calibrating the simulator to it")
+            fits[name] = experiments.calibrate(live)
+            _say(0.6, f"{name}: the stall workload")
+            results.append(experiments.stall(live))
+    data = experiments.bundle(results, fits)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+    print(json.dumps({r["setting"]: r["comparison"] for r in results}, indent=1))
+    return 0
+
+
+def _median_spread(values: list[float | None]) -> dict[str, float | None]:
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return {"median": None, "spread": None, "values": values}
+    return {"median": statistics.median(kept), "spread": max(kept) - min(kept), "values": values}
+
+
+def runner_tpot(new_tokens: int = 48) -> dict[str, Any]:
+    """The project's own runner on the engines' prompt: TPOT, bytes per decode step, bandwidth."""
+    import torch
+
+    from core import perf
+    from core.model import load_default
+    from core.predictor import default_annotator
+    from core.runner import GenerationSettings, generate_trace
+
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        loaded = load_default(dtype=dtype)
+        annotate = default_annotator(loaded, measure=True)
+        settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False, record_kv_norms=False).validated()
+        trace = generate_trace(loaded, RUNNER_PROMPT, settings, annotate=annotate)
+        decode = [e for e in trace.events if e.phase == "decode"]
+        tpot = perf.tpot_ms(trace.events)
+        step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
+        out[dtype] = {"tpot_ms": tpot, "bytes_per_step": step_bytes,
+                      "achieved_bandwidth_gb_s": step_bytes / (tpot / 1000) / 1e9 if tpot else None,
+                      "ms_per_layer": tpot / loaded.config.num_hidden_layers if tpot else None,
+                      "prompt_tokens": len(trace.prompt_token_ids), "threads": torch.get_num_threads()}
+        del loaded
+    return out
+
+
+RUNNER_PROMPT = "Explain in two sentences why the first token of an answer takes longer than the next ones."
+
+
+def runner_prompt_ids() -> tuple[int, ...]:
+    """RUNNER_PROMPT as the embedded model's tokenizer reads it (no chat template), so the engine
+    is sent exactly the tokens the runner prefills."""
+    from transformers import AutoTokenizer
+
+    from core.engines.session import model_paths
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_paths()[0]))
+    return tuple(tokenizer(RUNNER_PROMPT)["input_ids"])
+
+
+def engine_tpot(live, prompt_ids: tuple[int, ...], new_tokens: int = 48) -> dict[str, Any]:
+    """The engine's TPOT on the runner's prompt, one stream, and what it implies per step."""
+    from core.engines.base import EngineRequest, TokenArrival
+    from core.engines.fit import ENGINE_DTYPE, embedded_spec
+    from core.predictor import cost_for_event
+
+    times = [a.t_s for a in live.client.stream(EngineRequest(prompt_ids, new_tokens, ignore_eos=True))
+             if isinstance(a, TokenArrival)]
+    tpot = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
+    spec = embedded_spec()
+    step_bytes = cost_for_event(spec, 1, len(prompt_ids) + new_tokens // 2, 1, ENGINE_DTYPE).bytes["total"]
+    return {"tpot_ms": tpot * 1000 if tpot else None, "bytes_per_step": step_bytes, "tokens": len(times),
+            "achieved_bandwidth_gb_s": step_bytes / tpot / 1e9 if tpot else None,
+            "ms_per_layer": tpot * 1000 / spec.n_layers if tpot else None, "dtype": ENGINE_DTYPE,
+            "prompt_tokens": len(prompt_ids), "threads": live.setting.threads}
+
+
+def cmd_bench(args) -> int:
+    """engine-bench: start each setting, calibrate, play the stall and poisson workloads REPEATS
+    times, report medians and spreads of the simulator's errors; TPOT of runner and engine."""
+    from core.engines import experiments
+    from core.engines.session import installed, started
+
+    t0 = time.perf_counter()
+    names = [n for n in _names(args.only, BENCH_SETTINGS) if installed(SETTINGS[n].engine)]
+    settings_out = []
+    tpot_engine = None
+    prompt_ids = runner_prompt_ids()
+    for name in names:
+        setting = SETTINGS[name]
+        t_start = time.perf_counter()
+        with started(setting, progress=_say) as live:
+            start_s = time.perf_counter() - t_start
+            _say(0.2, f"{name}: calibrating")
+            fit_entry = experiments.calibrate(live)
+            stalls, pois = [], []
+            for k in range(REPEATS):
+                _say(0.3 + 0.2 * k, f"{name}: repeat {k + 1} of {REPEATS}")
+                stalls.append(experiments.stall(live, seed=k)["comparison"])
+                pois.append(experiments.poisson(live, seed=k)["comparison"])
+            if setting.engine == "vllm" and tpot_engine is None:
+                tpot_engine = engine_tpot(live, prompt_ids)
+        row = {"setting": name, "label": setting.label, "engine_version": live.version, "start_s": start_s,
+               "fit": {k: v for k, v in fit_entry.items() if k != "samples"}}
+        for key in ("ttft_error_median", "itl_error_median"):
+            row[key] = _median_spread([c[key] for c in pois])
+            row["stall_workload_" + key] = _median_spread([c[key] for c in stalls])
+        for key in ("stall_measured_s", "stall_simulated_s", "stall_error"):
+            row[key] = _median_spread([c[key] for c in stalls])
+        settings_out.append(row)
+    _say(0.9, "the project's runner on the same kind of prompt")
+    runner = runner_tpot()
+    out = {"settings": settings_out, "tpot": {"runner": runner, "engine": tpot_engine},
+           "repeats": REPEATS, "workloads": {"stall": StallWorkload().__dict__,
+                                             "poisson": {"requests": experiments.POISSON_REQUESTS,
+                                                         "rate_per_s": experiments.POISSON.rate_per_s}},
+           "bench_s": time.perf_counter() - t0}
+    print(json.dumps(out) if args.json else json.dumps(out, indent=1))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    e = sub.add_parser("engine", help="real serving engines: serve, calibrate the simulator to one, record")
+    esub = e.add_subparsers(dest="engine_command", required=True)
+    s = esub.add_parser("serve", help="serve vLLM (budgets 2,048 and 256) and llama-server on loopback until Ctrl-C")
+    s.add_argument("--only", help="comma-separated settings (default: every one set up)")
+    s.set_defaults(func=cmd_serve)
+    c = esub.add_parser("calibrate", help="probe an engine and save its fit under the setting's name")
+    c.add_argument("--only", help="comma-separated settings (default vllm-b2048,vllm-b256)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_calibrate)
+    r = esub.add_parser("record", help="regenerate the lab's bundled recording")
+    r.add_argument("--only", help="comma-separated settings (default vllm-b2048,vllm-b256)")
+    r.add_argument("--out", default=str(BUNDLE_PATH))
+    r.set_defaults(func=cmd_record)
+    b = sub.add_parser("engine-bench", help="measure the simulator against real engines (starts and stops them)")
+    b.add_argument("--only", help=f"comma-separated settings (default {','.join(BENCH_SETTINGS)})")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+

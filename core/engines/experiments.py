@@ -1,0 +1,99 @@
+"""The lab's runs on a started engine, each measured and then simulated on the same requests.
+
+- calibrate: the probe and fit of core.engines.fit, saved under the setting's name;
+- stall: the stall workload (core.engines.lab.StallWorkload) played, simulated, compared;
+- poisson: a different workload (requests arriving at random), to hold the fit to requests it
+  was not fitted on;
+- bundle: what the lab page plays where no engine runs (a recording: measured, simulated and the
+  errors between them, with when, where and on which engine it was made).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from core.engines import fit as engine_fit
+from core.engines.lab import Comparison, StallWorkload, compare, simulate_run
+from core.engines.player import play
+from core.engines.record import EngineRun
+from core.engines.session import LiveEngine
+from core.sim.workload import Component, Lengths, Request, Workload, generate
+
+BUNDLE_FORMAT = 1
+POISSON = Workload("engine-poisson", "Short chats arriving at random", 3.0,
+                   (Component(1.0, Lengths(96, 0.6, 16, 768), Lengths(32, 0.4, 8, 64)),))
+POISSON_REQUESTS = 16
+
+
+def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
+    samples = engine_fit.probe(engine.client, repeats=repeats)
+    predictor = engine_fit.fit_engine(samples, engine.setting)
+    return engine_fit.save(engine.setting, predictor, samples, engine.version)
+
+
+def new_run(engine: LiveEngine, note: str = "") -> EngineRun:
+    s = engine.setting
+    return EngineRun(engine=s.engine, setting=s.name, model="SmolLM2-135M-Instruct (bf16)", started_at="",
+                     engine_version=engine.version,
+                     settings={"budget": s.budget, "max_seqs": s.max_seqs, "threads": s.threads, "label": s.label},
+                     note=note)
+
+
+def simulated(run: EngineRun, engine_name: str) -> tuple[dict[int, list[float]], Comparison]:
+    """The simulator's token times for the run's requests (chunked, the engine's budget and
+    sequence limit, its fit) and the errors against the measurement."""
+    sim, _ = simulate_run(run, engine_name, int(run.settings["budget"]), int(run.settings["max_seqs"]))
+    return sim, compare(run, sim)
+
+
+def stall(engine: LiveEngine, workload: StallWorkload | None = None, seed: int = 0) -> dict[str, Any]:
+    requests, roles = (workload or StallWorkload()).requests()
+    run = play(engine.client, requests, new_run(engine, "stall workload"), roles, seed=seed,
+               metrics_url=engine.base_url, timeout_s=300)
+    sim, comparison = simulated(run, engine.setting.name)
+    return {"setting": engine.setting.name, "label": engine.setting.label, "run": run.to_dict(),
+            "simulated": {str(k): v for k, v in sim.items()}, "comparison": comparison.to_dict()}
+
+
+def poisson(engine: LiveEngine, seed: int = 0) -> dict[str, Any]:
+    requests = generate(POISSON, POISSON_REQUESTS, POISSON.rate_per_s, seed=seed)
+    run = play(engine.client, requests, new_run(engine, "poisson workload"), seed=seed + 99,
+               metrics_url=engine.base_url, timeout_s=300)
+    sim, comparison = simulated(run, engine.setting.name)
+    return {"setting": engine.setting.name, "run": run.to_dict(), "simulated": {str(k): v for k, v in sim.items()},
+            "comparison": comparison.to_dict()}
+
+
+def machine() -> dict[str, Any]:
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "system": platform.system(), "python": platform.python_version()}
+
+
+def bundle(results: list[dict[str, Any]], fits: dict[str, dict[str, Any]],
+           workload: StallWorkload | None = None) -> dict[str, Any]:
+    """A recording for the page: every setting's stall run with its simulation, comparison and fit."""
+    for r in results:
+        r["fit"] = {k: v for k, v in fits.get(r["setting"], {}).items() if k != "samples"}
+    return {"format": BUNDLE_FORMAT, "kind": "recording",
+            "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+            "workload": asdict(workload or StallWorkload()), "settings": results}
+
+
+def read_bundle(data: Any) -> dict[str, Any]:
+    """A recording bundle checked field by field (the measured runs through EngineRun.from_dict)."""
+    if not isinstance(data, dict) or data.get("format") != BUNDLE_FORMAT or not isinstance(data.get("settings"), list):
+        raise ValueError("not an engine-lab recording (expected format 1 with a list of settings)")
+    out = {**data, "settings": []}
+    for entry in data["settings"]:
+        run = EngineRun.from_dict(entry["run"])
+        sim = {int(k): [float(t) for t in v] for k, v in dict(entry.get("simulated", {})).items()}
+        out["settings"].append({**entry, "run": run, "simulated": sim})
+    return out
+
+
+def requests_of(run: EngineRun) -> list[Request]:
+    return [Request(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens) for r in run.requests]

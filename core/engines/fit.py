@@ -1,0 +1,133 @@
+"""The simulator calibrated to a real engine: a short probe, the same predictor, the same terms.
+
+No second cost model: the probe measures the engine's forwards as the client sees them (a prefill
+alone, as the TTFT of a one-token request; decode steps at a few batch sizes, as the steady gaps
+between tokens of that many concurrent streams), prices each with core.cost, and fits the host
+predictor's coefficients to them with core.predictor.fit. One difference, said where it is shown:
+an engine's fixed cost per iteration (scheduler, sampler, detokeniser, HTTP) is its own, not the
+project's runner's, so the runner's measured overhead is not added; that constant is folded into
+the weight-stream (memory) term, which is also the same for every step of one model.
+
+The fit is saved under the setting's name (e.g. "vllm-b256"), which `simulate --hardware` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from statistics import median
+from typing import Any
+
+from core import settings
+from core.engines.base import EngineClient
+from core.engines.launch import EngineSetting
+from core.engines.player import play
+from core.engines.record import EngineRun
+from core.predictor import Predictor, fit
+from core.sim.workload import Request
+from core.spec import ModelSpec
+
+ENGINE_DTYPE = "bf16"
+PREFILL_LENGTHS = (32, 256, 768, 1536)
+DECODE_BATCHES = (1, 4, 8, 16)
+DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
+FITS_FORMAT = 1
+KV_SPACE_BYTES = 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1 (core.engines.launch)
+
+
+def embedded_spec() -> ModelSpec:
+    from core.spec import load_model_preset
+
+    return load_model_preset("smollm2-135m")
+
+
+def probe(client: EngineClient, repeats: int = 2, seed: int = 7) -> list[tuple[dict, str, float]]:
+    """(cost, phase, measured seconds) of prefills alone and of decode steps at DECODE_BATCHES."""
+    from core.predictor import cost_for_event
+
+    spec = embedded_spec()
+    samples: list[tuple[dict, str, float]] = []
+    rid = 0
+    for rep in range(repeats):
+        for n in PREFILL_LENGTHS:
+            run = play(client, [Request(rid, 0.0, n, 1)], _probe_run(), seed=seed + rid, timeout_s=120)
+            rid += 1
+            ttft = run.requests[0].ttft_s
+            if ttft is not None:
+                samples.append((cost_for_event(spec, n, 0, 1, ENGINE_DTYPE).to_dict(), "prefill", ttft))
+        for b in DECODE_BATCHES:
+            requests = [Request(rid + k, 0.0, DECODE_PROMPT, DECODE_OUTPUT) for k in range(b)]
+            rid += b
+            run = play(client, requests, _probe_run(), seed=seed + rid + 1000 * rep, timeout_s=300)
+            gaps = [g for r in run.requests if not r.error for g in r.gaps_s()[SKIP:-SKIP]]
+            if gaps:
+                cached = DECODE_PROMPT + DECODE_OUTPUT // 2
+                samples.append((cost_for_event(spec, 1, cached, b, ENGINE_DTYPE).to_dict(), "decode", median(gaps)))
+    return samples
+
+
+def _probe_run() -> EngineRun:
+    return EngineRun(engine="probe", setting="probe", model="smollm2", started_at="")
+
+
+def base_predictor() -> Predictor:
+    """The host predictor for the embedded model in the engine's dtype, unfitted, without the
+    runner's own per-forward overhead (see the module docstring)."""
+    from core.predictor import host_predictor
+
+    return replace(host_predictor(embedded_spec(), ENGINE_DTYPE, use_fit=False), overhead_s=0.0)
+
+
+def fit_engine(samples: list[tuple[dict, str, float]], setting: EngineSetting) -> Predictor:
+    if len(samples) < 4:
+        raise ValueError(f"the probe measured only {len(samples)} forwards; the engine may have failed")
+    return fit(base_predictor(), samples, label=f"engine {setting.name}")
+
+
+def _path():
+    return settings.cache_dir() / "engine-fits.json"
+
+
+def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict, str, float]],
+         engine_version: str = "") -> dict[str, Any]:
+    from core.cost import kv_bytes_per_token
+
+    entry = {"coef": dict(predictor.coef), "dtype": ENGINE_DTYPE, "engine": setting.engine,
+             "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
+             "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), ENGINE_DTYPE),
+             "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
+             "samples": [{"phase": p, "n_new": int(c.get("n_new", 1)), "measured_s": m,
+                          "predicted_s": predictor.predict_s(c, p)} for c, p, m in samples]}
+    data = load_all()
+    data[setting.name] = entry
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"format": FITS_FORMAT, "fits": data}, indent=1))
+    tmp.replace(path)
+    return entry
+
+
+def load_all() -> dict[str, dict[str, Any]]:
+    try:
+        raw = json.loads(_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("format") != FITS_FORMAT or not isinstance(raw.get("fits"), dict):
+        return {}
+    return raw["fits"]
+
+
+def engine_predictor(name: str) -> tuple[Predictor, dict[str, Any]] | None:
+    """The fitted predictor saved under `name`, with its entry; None when there is none."""
+    entry = load_all().get(name)
+    if entry is None:
+        return None
+    try:
+        coef = {k: float(v) for k, v in entry["coef"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    base = base_predictor()
+    return replace(base, coef={**base.coef, **coef}, fitted=True,
+                   fit_info={"engine_fit": name, "engine": entry.get("engine"), "fitted_at": entry.get("fitted_at")}), entry

@@ -1,0 +1,148 @@
+"""The lab's experiments on a real engine and the simulator's account of the same requests.
+
+The stall experiment is the serving lesson in one picture: a few short streams decode steadily,
+then one long prompt arrives. Prefilled in one iteration (a token budget of 2,048), it stalls every
+stream's next token for as long as the prefill takes; chunked (a budget of 256), the streams keep
+ticking with smaller gaps while the long prompt waits longer for its first token.
+
+Errors are per request, |simulated - measured| / measured, medians over requests: TTFT (from the
+moment the request was sent), ITL (the request's mean gap between tokens, its TPOT) and the stall
+(each short stream's longest gap across the long prompt's arrival, median over the short streams).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+from core.engines.record import EngineRun
+from core.sim.workload import Request
+
+LONG, SHORT = "long", "short"
+
+
+@dataclass(frozen=True)
+class StallWorkload:
+    """`streams` short requests arriving `stagger_s` apart, then one long prompt at `long_at_s`."""
+
+    streams: int = 4
+    short_prompt: int = 32
+    short_output: int = 96
+    stagger_s: float = 0.05
+    long_prompt: int = 1536
+    long_output: int = 8
+    long_at_s: float = 0.8
+
+    def requests(self, inject_long: bool = True) -> tuple[list[Request], dict[int, str]]:
+        reqs = [Request(i, round(i * self.stagger_s, 6), self.short_prompt, self.short_output)
+                for i in range(self.streams)]
+        roles = dict.fromkeys(range(self.streams), SHORT)
+        if inject_long:
+            reqs.append(Request(self.streams, self.long_at_s, self.long_prompt, self.long_output))
+            roles[self.streams] = LONG
+        return reqs, roles
+
+    def long_request(self, request_id: int, at_s: float) -> Request:
+        return Request(request_id, at_s, self.long_prompt, self.long_output)
+
+
+def as_requests(run: EngineRun) -> list[Request]:
+    """The measured run's requests as the simulator takes them: arriving when they were really sent."""
+    out = []
+    for r in run.requests:
+        sent = r.sent_s if r.sent_s is not None else r.arrival_s
+        out.append(Request(r.id, sent, r.prompt_tokens, r.output_tokens))
+    return out
+
+
+def stall_of(stream_tokens: list[float], long_sent_s: float, long_first_s: float | None) -> float | None:
+    """A short stream's longest gap between tokens among those spanning the long prompt's time in
+    the engine (from its sending to its first token): the wait the long prefill put on this stream."""
+    end = long_first_s if long_first_s is not None else float("inf")
+    gaps = [b - a for a, b in zip(stream_tokens, stream_tokens[1:], strict=False) if b > long_sent_s and a < end]
+    return max(gaps) if gaps else None
+
+
+def stalls(token_s: dict[int, list[float]], roles: dict[int, str], long_sent_s: float,
+           long_first_s: float | None) -> list[float]:
+    """Every short stream's stall (those with a gap across the long prompt's time)."""
+    out = []
+    for rid, role in roles.items():
+        if role != SHORT:
+            continue
+        s = stall_of(token_s.get(rid, []), long_sent_s, long_first_s)
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def measured_timelines(run: EngineRun) -> tuple[dict[int, list[float]], dict[int, float]]:
+    """(token times, send times) of every request of a measured run, by id."""
+    return ({r.id: list(r.token_s) for r in run.requests},
+            {r.id: (r.sent_s if r.sent_s is not None else r.arrival_s) for r in run.requests})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Per-request errors of a simulation against a measured run of the same requests."""
+
+    ttft_error_median: float | None
+    itl_error_median: float | None
+    stall_measured_s: float | None
+    stall_simulated_s: float | None
+    stall_error: float | None
+    requests: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _rel(sim: float | None, meas: float | None) -> float | None:
+    if sim is None or meas is None or meas <= 0:
+        return None
+    return abs(sim - meas) / meas
+
+
+def _med(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return median(kept) if kept else None
+
+
+def compare(run: EngineRun, sim_token_s: dict[int, list[float]], roles: dict[int, str] | None = None) -> Comparison:
+    """Errors of simulated token times against the measured run (same request ids; times from
+    the same origin: the simulator's arrivals are the measured send times)."""
+    roles = roles if roles is not None else {r.id: r.role for r in run.requests}
+    meas_tokens, sent = measured_timelines(run)
+    ttft, itl = [], []
+    for r in run.requests:
+        if r.error or not r.token_s:
+            continue
+        sim = sim_token_s.get(r.id) or []
+        if not sim:
+            continue
+        ttft.append(_rel(sim[0] - sent[r.id], r.token_s[0] - sent[r.id]))
+        if len(r.token_s) > 1 and len(sim) > 1:
+            itl.append(_rel((sim[-1] - sim[0]) / (len(sim) - 1), r.tpot_s))
+    long_ids = [rid for rid, role in roles.items() if role == LONG]
+    stall_m = stall_s = None
+    if long_ids:
+        lid = long_ids[0]
+        m_first = meas_tokens.get(lid, [None])[0] if meas_tokens.get(lid) else None
+        s_first = sim_token_s.get(lid, [None])[0] if sim_token_s.get(lid) else None
+        stall_m = _med(stalls(meas_tokens, roles, sent[lid], m_first))
+        stall_s = _med(stalls(sim_token_s, roles, sent[lid], s_first))
+    return Comparison(_med(ttft), _med(itl), stall_m, stall_s, _rel(stall_s, stall_m), len(ttft))
+
+
+def simulate_run(run: EngineRun, hardware: str, budget: int, max_seqs: int, policy: str = "chunked"):
+    """The simulator on exactly the requests the engine was sent (arrivals = measured send times),
+    priced with the engine's fitted coefficients (`hardware`: the saved fit's name)."""
+    from core.sim.simulate import SimConfig, simulate
+
+    requests = as_requests(run)
+    config = SimConfig(policy=policy, requests=len(requests), model="smollm2-135m", hardware=hardware,
+                       dtype="bf16", instances=1, budget=budget, max_batch=max_seqs)
+    result = simulate(config, requests)
+    return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
+
+
