@@ -12,6 +12,13 @@ export PDLAB_CACHE_DIR ?= $(CURDIR)/.cache
 export HF_HUB_DISABLE_TELEMETRY := 1
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
+# real serving engines (the engine lab): see the engine targets below
+ENGINES := .engines
+VLLM_VENV := $(ENGINES)/vllm-venv
+VLLM_STAMP := $(VLLM_VENV)/.installed
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_SERVER := $(ENGINES)/llama-server/llama-server
+ENGINE_JOBS ?= 2
 
 .PHONY: run test load-test setup prepare chromium lint unit bench app-bench lock clean \
 	engine engine-setup engine-test engine-bench llama-server vllm-lock
@@ -38,14 +45,14 @@ run: prepare
 lint: setup
 	$(BIN)/ruff check .
 
-test: prepare chromium lint
+test: prepare chromium lint $(VLLM_STAMP)  # engine tests run last (tests/conftest.py orders them)
 	$(BIN)/python -m pytest
 
 load-test: prepare chromium  # the load tests alone (also part of make test): eight sessions, fifty cycles
 	$(BIN)/python -m pytest tests/test_load.py
 
 unit: setup
-	$(BIN)/python -m pytest -m "not browser and not model"
+	$(BIN)/python -m pytest -m "not browser and not model and not engine"
 
 bench: prepare
 	$(BIN)/python -m core bench --json
@@ -63,12 +70,6 @@ lock: setup
 # (its pins differ from ours: constraints-vllm.txt), llama.cpp's llama-server built from the
 # source package's vendored llama.cpp. `make engine` starts them on 127.0.0.1 in the foreground;
 # Ctrl-C stops every process it started (their process groups).
-ENGINES := .engines
-VLLM_VENV := $(ENGINES)/vllm-venv
-VLLM_STAMP := $(VLLM_VENV)/.installed
-LLAMA_CPP_PYTHON := 0.3.36
-LLAMA_SERVER := $(ENGINES)/llama-server/llama-server
-ENGINE_JOBS ?= 2
 
 $(VLLM_STAMP): constraints-vllm.txt
 	$(PYTHON) -m venv $(VLLM_VENV)

@@ -171,3 +171,15 @@ def browser_page(browser, width: int = 1440, height: int = 1000):
 def page(browser):
     with browser_page(browser) as pg:
         yield pg
+
+
+def pytest_collection_modifyitems(config, items):
+    """Real-engine tests (tests/engines) run after every other test, the browser tests included,
+    never beside them: an engine holds gigabytes and both cores. A test that kills its engine runs
+    last of all. The sort is stable, so every other test keeps its order."""
+    def rank(item) -> int:
+        if item.get_closest_marker("kills_engine"):
+            return 2
+        return 1 if "engines" in Path(str(item.fspath)).relative_to(ROOT).parts[:2] else 0
+
+    items.sort(key=rank)

