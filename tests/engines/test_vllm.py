@@ -4,6 +4,7 @@ times ordered, metrics parsed), never latency thresholds: this machine's speed i
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -109,6 +110,29 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm):
     c = result["comparison"]
     for key in ("ttft_error_median", "itl_error_median", "stall_measured_s", "stall_simulated_s", "stall_error"):
         assert c[key] is not None and math.isfinite(c[key]) and c[key] >= 0, key
+
+
+def test_an_arrival_file_is_played_on_its_times_and_simulated_on_the_same_requests(vllm):
+    """The simulator's own arrival format, sent to the engine: each request leaves at its arrival
+    time, and the simulation of the same requests (with this engine's fit) covers every one."""
+    from core.engines import experiments
+    from core.engines.fit import engine_predictor
+    from core.sim.workload import read_arrivals
+
+    lines = [{"arrival_s": 0.0, "prompt_tokens": 40, "output_tokens": 12},
+             {"arrival_s": 0.3, "prompt_tokens": 300, "output_tokens": 6},
+             {"arrival_s": 0.6, "prompt_tokens": 16, "output_tokens": 9}]
+    requests = read_arrivals("\n".join(json.dumps(x) for x in lines).encode(), "a.jsonl")
+    run = play(vllm.client, requests, _run(), timeout_s=120)
+    for want, got in zip(lines, sorted(run.requests, key=lambda r: r.id), strict=True):
+        assert got.error is None and len(got.token_s) == want["output_tokens"]
+        assert got.sent_s == pytest.approx(want["arrival_s"], abs=0.25)  # sent when due, not all at once
+    if engine_predictor("vllm-b2048") is None:
+        experiments.calibrate(vllm, repeats=1)
+    sim, comparison = experiments.simulated(run, "vllm-b2048")
+    assert sorted(sim) == [0, 1, 2] and [len(sim[i]) for i in range(3)] == [12, 6, 9]
+    assert all(sim[r.id][0] > r.sent_s for r in run.requests)  # the simulated arrivals are the send times
+    assert comparison.requests == 3 and comparison.ttft_error_median is not None
 
 
 def test_a_slow_answer_times_out_in_words_and_the_run_ends(vllm):
