@@ -179,7 +179,19 @@ def predictor_for(spec: ModelSpec, hardware_name: str, dtype: str, measure: bool
 
 # --- fitting -------------------------------------------------------------------------------
 
-Sample = tuple[dict, str, float]  # (cost dict, phase, measured seconds)
+# (cost dict, phase, measured seconds); the cost may be a list of forwards timed together (a
+# prompt an engine prefilled in chunks: each chunk pays every term once)
+Sample = tuple[dict | list[dict], str, float]
+
+
+def summed_terms_s(predictor: Predictor, cost: dict | list[dict], phase: str) -> dict[str, float]:
+    """terms_s of one forward, or summed over several timed as one."""
+    forwards = cost if isinstance(cost, list) else [cost]
+    total = dict.fromkeys(TERMS, 0.0)
+    for c in forwards:
+        for k, v in predictor.terms_s(c, phase).items():
+            total[k] += v
+    return total
 
 
 def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "",
@@ -195,7 +207,7 @@ def fit(predictor: Predictor, samples: Iterable[Sample], label: str = "",
     """
     rows, target = [], []
     for cost, phase, measured in samples:
-        seconds = predictor.terms_s(cost, phase)
+        seconds = summed_terms_s(predictor, cost, phase)
         rows.append([seconds[k] / measured for k in terms])
         target.append(1.0 - seconds["overhead"] / measured)
     if len(rows) < len(terms) + 1:

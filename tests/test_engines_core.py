@@ -227,3 +227,21 @@ def test_an_engine_that_exits_while_starting_says_why(tmp_path):
         proc.start(timeout_s=30)
     with pytest.raises(EngineError, match="could not be started"):
         EngineProcess("test-missing", [str(tmp_path / "nope")], "http://127.0.0.1:1/", tmp_path / "l.txt").start(5)
+
+
+def test_a_prompt_longer_than_the_budget_is_priced_as_the_engines_chunks():
+    from core.engines.fit import base_predictor, embedded_spec, prefill_forwards
+    from core.predictor import summed_terms_s
+
+    spec = embedded_spec()
+    chunks = prefill_forwards(spec, 600, 256)
+    assert [(c["n_new"], c["n_cached"]) for c in chunks] == [(256, 0), (256, 256), (88, 512)]
+    assert [c["n_new"] for c in prefill_forwards(spec, 600, 2048)] == [600]
+    pred = base_predictor()
+    whole = pred.terms_s(prefill_forwards(spec, 600, 2048)[0], "prefill")
+    split = summed_terms_s(pred, chunks, "prefill")
+    # three chunks stream the weights three times and pay the multi-token extra three times
+    weights_s = chunks[0]["bytes"]["weights"] / pred.bandwidth
+    assert split["memory"] - whole["memory"] == pytest.approx(2 * weights_s, rel=0.02)
+    assert split["prefill_extra"] == 3 and whole["prefill_extra"] == 1
+    assert split["compute"] == pytest.approx(whole["compute"], rel=0.05)

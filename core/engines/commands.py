@@ -172,7 +172,7 @@ def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
             os.environ["PDLAB_THREADS"] = str(n)
             loaded = load_default(dtype=dtype)
             annotate = default_annotator(loaded, measure=True)
-            settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False,
+            settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False, chat=False,
                                           record_kv_norms=False).validated()
             trace = generate_trace(loaded, RUNNER_PROMPT, settings, annotate=annotate)
             decode = [e for e in trace.events if e.phase == "decode"]

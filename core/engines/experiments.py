@@ -30,7 +30,7 @@ POISSON_REQUESTS = 16
 
 
 def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
-    samples = engine_fit.probe(engine.client, repeats=repeats)
+    samples = engine_fit.probe(engine.client, engine.setting.budget, repeats=repeats)
     predictor = engine_fit.fit_engine(samples, engine.setting)
     return engine_fit.save(engine.setting, predictor, samples, engine.version)
 

@@ -47,12 +47,28 @@ def embedded_spec() -> ModelSpec:
     return load_model_preset("smollm2-135m")
 
 
-def probe(client: EngineClient, repeats: int = 2, seed: int = 7) -> list[tuple[dict, str, float]]:
-    """(cost, phase, measured seconds) of prefills alone and of decode steps at DECODE_BATCHES."""
+def prefill_forwards(spec: ModelSpec, n: int, budget: int) -> list[dict]:
+    """The forwards an engine with `budget` tokens per iteration runs for an n-token prompt alone:
+    chunks of at most `budget`, each over the chunks before it (one forward when n <= budget)."""
+    from core.predictor import cost_for_event
+
+    out, done = [], 0
+    while done < n:
+        chunk = min(budget, n - done)
+        out.append(cost_for_event(spec, chunk, done, 1, ENGINE_DTYPE).to_dict())
+        done += chunk
+    return out
+
+
+def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7) -> list[tuple[dict | list[dict], str, float]]:
+    """(cost, phase, measured seconds) of prefills alone (priced as the chunks `budget` makes of
+    them) and of decode steps at DECODE_BATCHES. One short request first, unmeasured: the first
+    request after a quiet spell ran 30 ms slower than the next ones."""
     from core.predictor import cost_for_event
 
     spec = embedded_spec()
-    samples: list[tuple[dict, str, float]] = []
+    samples: list[tuple[dict | list[dict], str, float]] = []
+    play(client, [Request(10_000, 0.0, 16, 2)], _probe_run(), seed=seed - 1, timeout_s=120)
     rid = 0
     for rep in range(repeats):
         for n in PREFILL_LENGTHS:
@@ -60,7 +76,8 @@ def probe(client: EngineClient, repeats: int = 2, seed: int = 7) -> list[tuple[d
             rid += 1
             ttft = run.requests[0].ttft_s
             if ttft is not None:
-                samples.append((cost_for_event(spec, n, 0, 1, ENGINE_DTYPE).to_dict(), "prefill", ttft))
+                forwards = prefill_forwards(spec, n, budget)
+                samples.append((forwards if len(forwards) > 1 else forwards[0], "prefill", ttft))
         for b in DECODE_BATCHES:
             requests = [Request(rid + k, 0.0, DECODE_PROMPT, DECODE_OUTPUT) for k in range(b)]
             rid += b
@@ -84,7 +101,7 @@ def base_predictor() -> Predictor:
     return replace(host_predictor(embedded_spec(), ENGINE_DTYPE, use_fit=False), overhead_s=0.0)
 
 
-def fit_engine(samples: list[tuple[dict, str, float]], setting: EngineSetting) -> Predictor:
+def fit_engine(samples: list[tuple[dict | list[dict], str, float]], setting: EngineSetting) -> Predictor:
     if len(samples) < 4:
         raise ValueError(f"the probe measured only {len(samples)} forwards; the engine may have failed")
     return fit(base_predictor(), samples, label=f"engine {setting.name}", terms=ENGINE_TERMS)
@@ -94,7 +111,7 @@ def _path():
     return settings.cache_dir() / "engine-fits.json"
 
 
-def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict, str, float]],
+def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict | list[dict], str, float]],
          engine_version: str = "") -> dict[str, Any]:
     from core.cost import kv_bytes_per_token
 
@@ -102,9 +119,7 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict,
              "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
              "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), ENGINE_DTYPE),
              "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-             "samples": [{"phase": p, "n_new": int(c.get("n_new", 1)), "n_cached": int(c.get("n_cached", 0)),
-                          "batch": int(c.get("batch", 1)), "measured_s": m,
-                          "predicted_s": predictor.predict_s(c, p)} for c, p, m in samples]}
+             "samples": [_sample_record(predictor, c, p, m) for c, p, m in samples]}
     data = load_all()
     data[setting.name] = entry
     path = _path()
@@ -113,6 +128,13 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict,
     tmp.write_text(json.dumps({"format": FITS_FORMAT, "fits": data}, indent=1))
     tmp.replace(path)
     return entry
+
+
+def _sample_record(predictor: Predictor, cost: dict | list[dict], phase: str, measured: float) -> dict[str, Any]:
+    forwards = cost if isinstance(cost, list) else [cost]
+    return {"phase": phase, "n_new": sum(int(c.get("n_new", 1)) for c in forwards), "forwards": len(forwards),
+            "n_cached": int(forwards[0].get("n_cached", 0)), "batch": int(forwards[0].get("batch", 1)),
+            "measured_s": measured, "predicted_s": sum(predictor.predict_s(c, phase) for c in forwards)}
 
 
 def load_all() -> dict[str, dict[str, Any]]:
