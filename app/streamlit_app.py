@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.views import live, serving, whatif  # noqa: E402
+from app.views import engines, live, serving, whatif  # noqa: E402
 
 st.set_page_config(page_title=live.TITLE, page_icon="⚡", layout="wide")
 
@@ -24,6 +24,8 @@ PAGES = [
     st.Page(live.render, title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),
     st.Page(whatif.render, title="What if: any model, any GPU", icon=":material/tune:", url_path="whatif"),
     st.Page(serving.render, title="Serving: scheduling simulated", icon=":material/dns:", url_path="serving"),
+    st.Page(engines.render, title="Engine lab: a real server measured", icon=":material/science:",
+            url_path="engines"),
 ]
 
 st.navigation(PAGES, position="top").run()

@@ -119,16 +119,24 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-@pytest.fixture(scope="session")
-def app_server():
-    """One Streamlit server for the browser tests, started the way a developer starts it."""
+@contextlib.contextmanager
+def running_app(env: dict | None = None, log_name: str = "app"):
+    """A Streamlit server of the app on a free loopback port, healthy inside the block (its URL
+    yielded) and stopped after it; `env` adds to this process's environment."""
     port = free_port()
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="app")
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, env=env, log_name=log_name)
     try:
         wait_healthy(port, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="session")
+def app_server():
+    """One Streamlit server for the browser tests, started the way a developer starts it."""
+    with running_app() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

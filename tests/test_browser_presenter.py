@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -19,23 +18,18 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.trace import Trace, bundled_traces
-from tests.conftest import ARTIFACTS, free_port, start_streamlit, stop, wait_healthy
+from tests.conftest import ARTIFACTS, running_app
 
 pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
 def replay_server(tmp_path_factory):
-    port = free_port()
     env = {"PDLAB_CACHE_DIR": str(tmp_path_factory.mktemp("empty-cache")), "HF_HUB_OFFLINE": "1",
            "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     os.environ.pop("PDLAB_MODEL_DIR", None)
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, env=env, log_name="replay")
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
+    with running_app(env, "replay") as url:
+        yield url
 
 
 @pytest.fixture

@@ -97,10 +97,10 @@ def _entry(item: object, taken: set[str]) -> Endpoint:
         raise ValueError("'name' must be 1-40 lower-case letters, digits, '.', '_' or '-'")
     if name in taken:
         raise ValueError(f"the name {name!r} is already taken")
-    from core.hardware import list_presets
+    from core.hardware import HOST, list_presets
 
-    if name in list_presets():
-        raise ValueError(f"{name!r} is a GPU preset's name; the simulator would price that GPU instead")
+    if name in list_presets() or name == HOST:
+        raise ValueError(f"{name!r} names a machine the simulator already knows; it would price that one instead")
     if not isinstance(url, str) or len(url) > 300:
         raise ValueError("'url' must be a string of at most 300 characters")
     parts = urlsplit(url)

@@ -14,6 +14,7 @@ import os
 import platform
 from dataclasses import asdict
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from core.engines import fit as engine_fit
@@ -68,8 +69,20 @@ def poisson(engine: LiveEngine, seed: int = 0) -> dict[str, Any]:
             "comparison": comparison.to_dict()}
 
 
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it (the architecture elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+    return {"cpu": cpu_model(), "cores": os.cpu_count(),
             "system": platform.system(), "python": platform.python_version()}
 
 

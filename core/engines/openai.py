@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,10 +52,10 @@ class OpenAICompatible(EngineClient):
     def close(self) -> None:
         self._http.close()
 
-    def health(self) -> Health:
+    def health(self, timeout_s: float = 3.0) -> Health:
         for path in ("/health", "/v1/models"):
             try:
-                r = self._http.get(self.base_url + path, timeout=3.0)
+                r = self._http.get(self.base_url + path, timeout=timeout_s)
             except httpx.HTTPError as exc:
                 return Health(False, f"no answer from {self.base_url} ({type(exc).__name__})")
             if r.status_code == 200:
@@ -81,9 +81,11 @@ class OpenAICompatible(EngineClient):
         """One event's tokens: see `parse_event`."""
         return parse_event(data, seen, "chat" if self.chat else "completions")
 
-    def stream(self, request: EngineRequest, sent: list[float] | None = None) -> Iterator[TokenArrival | StreamEnd]:
+    def stream(self, request: EngineRequest, sent: list[float] | None = None,
+               on_open: Callable[[httpx.Response], None] | None = None) -> Iterator[TokenArrival | StreamEnd]:
         """Tokens of `request` as they arrive (t_s from the moment it was sent); `sent`, when given,
-        receives the perf_counter time of sending, so a player can place the stream on its clock."""
+        receives the perf_counter time of sending, so a player can place the stream on its clock;
+        `on_open` receives the open response, so another thread can close it to abort the stream."""
         path, body = self.body(request)
         index = 0
         finish: str | None = None
@@ -94,6 +96,8 @@ class OpenAICompatible(EngineClient):
         try:
             with connect_sse(self._http, "POST", self.base_url + path, json=body) as source:
                 response = source.response
+                if on_open is not None:
+                    on_open(response)
                 if response.status_code != 200:
                     response.read()
                     raise EngineError(f"{self.base_url} refused the request: HTTP {response.status_code}: "

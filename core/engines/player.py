@@ -13,6 +13,7 @@ token lands in the shared EngineRun under its lock, so a page can draw the run w
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import threading
 import time
@@ -52,6 +53,7 @@ class Player:
         self._cond = threading.Condition()
         self._cancel = threading.Event()
         self._outstanding = 0
+        self._open: set = set()  # responses being streamed: cancel() closes them to end blocked reads
         self._t0: float | None = None
         self._dispatcher = threading.Thread(target=self._dispatch, name="engine-dispatch", daemon=True)
         self._scraper = (Scraper(metrics_url, self._metric, self.clock, metrics_period_s)
@@ -101,11 +103,20 @@ class Player:
 
     def _stream_one(self, record: RequestRecord, engine_request: EngineRequest) -> None:
         sent: list[float] = []
+        opened: list = []
+
+        def on_open(response) -> None:
+            opened.append(response)
+            with self.run._lock:
+                if record.sent_s is None and sent:
+                    record.sent_s = sent[0] - self._t0  # a page shows the request as sent from now
+            self._opened(response)
+
         try:
             if self._cancel.is_set():
                 record.error = "cancelled before it was sent"
                 return
-            stream = self.client.stream(engine_request, sent=sent)
+            stream = self.client.stream(engine_request, sent=sent, on_open=on_open)
             for item in stream:
                 if self._cancel.is_set():
                     stream.close()
@@ -128,13 +139,21 @@ class Player:
             with self.run._lock:
                 if record.sent_s is None and sent:
                     record.sent_s = sent[0] - self._t0
-                record.error = str(exc)
+                record.error = (f"cancelled after {len(record.token_s)} tokens" if self._cancel.is_set()
+                                else str(exc))
         except Exception as exc:  # a client bug must not hang the run: record it and go on
             record.error = f"{type(exc).__name__}: {exc}"
         finally:
             with self._cond:
+                self._open.difference_update(opened)
                 self._outstanding -= 1
                 self._cond.notify_all()
+
+    def _opened(self, response) -> None:
+        with self._cond:
+            self._open.add(response)
+        if self._cancel.is_set():
+            response.close()
 
     def _metric(self, t_s: float, values: dict[str, float]) -> None:
         with self.run._lock:
@@ -157,14 +176,20 @@ class Player:
             return self._outstanding
 
     def cancel(self) -> None:
-        """Stop sending and close every open stream; what was recorded stays recorded."""
+        """Stop sending and close every open stream, even one blocked waiting for a token; what was
+        recorded stays recorded."""
         self._cancel.set()
         with self._cond:
             for _, _, record, _ in self._pending:
                 record.error = "cancelled before it was sent"
             self._outstanding -= len(self._pending)
             self._pending.clear()
+            responses = list(self._open)
             self._cond.notify_all()
+        for response in responses:
+            # closing from another thread may race the reader; either way its stream ends
+            with contextlib.suppress(Exception):
+                response.close()
 
     def finish(self) -> EngineRun:
         """Stop the dispatcher and the scraper; mark the run finished (call after wait or cancel)."""

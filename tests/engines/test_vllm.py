@@ -154,6 +154,23 @@ def test_an_engine_that_is_not_there_is_said_so_and_nothing_hangs():
     assert run.finished and all(r.error and not r.token_s for r in run.requests)
 
 
+def test_cancel_ends_a_stream_that_is_waiting_for_its_first_token(vllm):
+    """Stop mid-prefill: the open stream is closed, not left to wait for its token."""
+    run = _run()
+    player = Player(vllm.client, run)
+    long = Request(0, 0.0, 1536, 8)
+    player.submit(long, build_prompts([long], seed=11)[0], LONG)
+    player.start()
+    while not player._open:  # the response is open: the stream is blocked on the prefill
+        assert player.wait(0.01) is False
+    player.cancel()
+    assert player.wait(30)
+    player.finish()
+    r = run.requests[0]
+    assert r.token_s == [] and r.error == "cancelled after 0 tokens" and not r.done
+    assert vllm.client.health().ok
+
+
 @pytest.mark.kills_engine
 def test_an_engine_that_dies_mid_run_keeps_every_token_recorded(vllm):
     requests, roles = StallWorkload(streams=3, short_output=400, long_at_s=60).requests(inject_long=False)
