@@ -141,3 +141,20 @@ def force_replay_wait() -> bool:
 def chromium_path() -> str:
     """The Chromium the browser benchmarks drive (PDLAB_CHROMIUM, default /usr/bin/chromium)."""
     return os.environ.get("PDLAB_CHROMIUM", "/usr/bin/chromium")
+
+
+# --- the engine lab -------------------------------------------------------------------------
+
+ENGINE_LAB_VARIABLES = ("PDLAB_ENGINES", "PDLAB_MAKE_ENGINE_PORTS")
+
+
+def engines_dir() -> Path:
+    """Where `make engine-setup` puts the engines' environments, build and caches (git-ignored)."""
+    env = os.environ.get("PDLAB_ENGINES_DIR")
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / ".engines"
+
+
+def engine_lab_environment() -> dict[str, str]:
+    """The operator's engine list (PDLAB_ENGINES) and the make-engine ports (PDLAB_MAKE_ENGINE_PORTS),
+    as core.engines.endpoints reads them (unset ones left out)."""
+    return {k: os.environ[k] for k in ENGINE_LAB_VARIABLES if k in os.environ}

@@ -245,3 +245,40 @@ def test_a_prompt_longer_than_the_budget_is_priced_as_the_engines_chunks():
     assert split["memory"] - whole["memory"] == pytest.approx(2 * weights_s, rel=0.02)
     assert split["prefill_extra"] == 3 and whole["prefill_extra"] == 1
     assert split["compute"] == pytest.approx(whole["compute"], rel=0.05)
+
+
+def test_a_decode_step_is_the_mean_over_the_steady_span_even_when_tokens_come_bundled():
+    from core.engines.fit import SKIP, steady_step_s
+
+    # 40 tokens, 25 ms apart, but delivered two at a time: half the single gaps are zero
+    times = [0.1 + 0.05 * (k // 2) for k in range(40)]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert sorted(gaps)[len(gaps) // 2] == 0 or min(gaps) == 0
+    assert steady_step_s(times) == pytest.approx(0.025, rel=0.06)
+    assert steady_step_s(times[: 2 * SKIP]) is None  # nothing steady left
+    assert steady_step_s([0.5] * 30) is None
+
+
+def test_a_probe_that_does_not_fit_itself_is_refused_in_words(tmp_path, monkeypatch):
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
+    if cal_src.is_file():
+        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
+    else:
+        from core import calibrate
+        calibrate.host_calibration(measure=True)
+    from core.engines import fit as engine_fit
+    from core.engines.launch import SETTINGS
+    from core.predictor import cost_for_event
+
+    spec = engine_fit.embedded_spec()
+    shapes = [(32, 0, 1, "prefill"), (256, 0, 1, "prefill"), (768, 0, 1, "prefill"), (1536, 0, 1, "prefill"),
+              (1, 84, 1, "decode"), (1, 84, 4, "decode"), (1, 84, 8, "decode"), (1, 84, 16, "decode")]
+    costs = [(cost_for_event(spec, n, c, b, "bf16").to_dict(), p) for n, c, b, p in shapes]
+    # a busy machine: times that have nothing to do with the work (a long prompt as fast as a short one)
+    noisy = [(c, p, m) for (c, p), m in zip(costs, (0.9, 0.05, 2.0, 0.06, 0.3, 0.01, 0.5, 0.02), strict=True)]
+    with pytest.raises(EngineError, match="does not fit itself"):
+        engine_fit.fit_engine(noisy, SETTINGS["vllm-b2048"])
+    zeros = [(c, p, 0.0) for c, p in costs]
+    with pytest.raises(EngineError, match="usable forwards"):
+        engine_fit.fit_engine(zeros, SETTINGS["vllm-b2048"])

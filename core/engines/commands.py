@@ -156,21 +156,19 @@ def _median_spread(values: list[float | None]) -> dict[str, float | None]:
 def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
     """The project's own runner on the engines' prompt: TPOT, bytes per decode step, bandwidth, in
     fp32 and bf16 at the engine's thread count, and fp32 at the live page's own (PDLAB_THREADS)."""
-    import os
+    import torch
 
     from core import perf
-    from core.model import load_default
+    from core.model import configure_torch, load_default
     from core.predictor import default_annotator
     from core.runner import GenerationSettings, generate_trace
     from core.settings import torch_threads
 
     out = {}
-    page_threads = torch_threads()
-    saved = os.environ.get("PDLAB_THREADS")
     try:
-        for dtype, n in (("float32", threads), ("bfloat16", threads), ("float32", page_threads)):
-            os.environ["PDLAB_THREADS"] = str(n)
+        for dtype, n in (("float32", threads), ("bfloat16", threads), ("float32", torch_threads())):
             loaded = load_default(dtype=dtype)
+            torch.set_num_threads(n)  # after loading, which applies the page's own count
             annotate = default_annotator(loaded, measure=True)
             settings = GenerationSettings(max_new_tokens=new_tokens, stop_on_eos=False, chat=False,
                                           record_kv_norms=False).validated()
@@ -184,10 +182,7 @@ def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
                                     "prompt_tokens": len(trace.prompt_token_ids)}
             del loaded
     finally:
-        if saved is None:
-            os.environ.pop("PDLAB_THREADS", None)
-        else:
-            os.environ["PDLAB_THREADS"] = saved
+        configure_torch()
     return out
 
 

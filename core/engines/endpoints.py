@@ -13,12 +13,12 @@ two after it.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from core import settings
 from core.engines.launch import MAKE_ENGINE_PORTS, SERVED_NAME, SETTINGS, EngineSetting
 
 ENGINES_ENV = "PDLAB_ENGINES"
@@ -153,7 +153,7 @@ def operator_endpoints(environ: Mapping[str, str], taken: set[str]) -> tuple[lis
 
 def read_config(environ: Mapping[str, str] | None = None) -> tuple[list[Endpoint], list[str]]:
     """Every configured endpoint, and a message for each entry that could not be used."""
-    env = os.environ if environ is None else environ
+    env = settings.engine_lab_environment() if environ is None else environ
     made, problems = make_engine_endpoints(env)
     theirs, more = operator_endpoints(env, {e.name for e in made} | set(SETTINGS))
     return made + theirs, problems + more

@@ -15,13 +15,14 @@ The fit is saved under the setting's name (e.g. "vllm-b256"), which `simulate --
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from datetime import UTC, datetime
 from statistics import median
 from typing import Any
 
 from core import settings
-from core.engines.base import EngineClient
+from core.engines.base import EngineClient, EngineError
 from core.engines.launch import EngineSetting
 from core.engines.player import play
 from core.engines.record import EngineRun
@@ -82,11 +83,21 @@ def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7) ->
             requests = [Request(rid + k, 0.0, DECODE_PROMPT, DECODE_OUTPUT) for k in range(b)]
             rid += b
             run = play(client, requests, _probe_run(), seed=seed + rid + 1000 * rep, timeout_s=300)
-            gaps = [g for r in run.requests if not r.error for g in r.gaps_s()[SKIP:-SKIP]]
-            if gaps:
+            steps = [step for r in run.requests if not r.error and (step := steady_step_s(r.token_s)) is not None]
+            if steps:
                 cached = DECODE_PROMPT + DECODE_OUTPUT // 2
-                samples.append((cost_for_event(spec, 1, cached, b, ENGINE_DTYPE).to_dict(), "decode", median(gaps)))
+                samples.append((cost_for_event(spec, 1, cached, b, ENGINE_DTYPE).to_dict(), "decode", median(steps)))
     return samples
+
+
+def steady_step_s(token_s: list[float]) -> float | None:
+    """A stream's mean time per token between its first and last SKIP tokens (the ramps left out).
+    The mean over that span, not the median gap: a busy engine streams several tokens in one event,
+    and with sixteen streams over half the single gaps were measured as zero."""
+    steady = token_s[SKIP:len(token_s) - SKIP]
+    if len(steady) < 2 or steady[-1] <= steady[0]:
+        return None
+    return (steady[-1] - steady[0]) / (len(steady) - 1)
 
 
 def _probe_run() -> EngineRun:
@@ -101,10 +112,26 @@ def base_predictor() -> Predictor:
     return replace(host_predictor(embedded_spec(), ENGINE_DTYPE, use_fit=False), overhead_s=0.0)
 
 
+MAX_FIT_ERROR = 0.35  # a fit worse than this on its own probe says the probe was disturbed, not the engine
+
+
 def fit_engine(samples: list[tuple[dict | list[dict], str, float]], setting: EngineSetting) -> Predictor:
-    if len(samples) < 4:
-        raise ValueError(f"the probe measured only {len(samples)} forwards; the engine may have failed")
-    return fit(base_predictor(), samples, label=f"engine {setting.name}", terms=ENGINE_TERMS)
+    """The fitted predictor; EngineError, in words, when the probe's figures cannot be trusted."""
+    kept = [(c, p, m) for c, p, m in samples if math.isfinite(m) and m > 0]
+    if len(kept) < 6:
+        raise EngineError(f"the probe of {setting.name} measured only {len(kept)} usable forwards; "
+                          "the engine may have failed or be overloaded: calibrate again")
+    fitted = fit(base_predictor(), kept, label=f"engine {setting.name}", terms=ENGINE_TERMS)
+    errors = sorted(abs(_predicted(fitted, c, p) - m) / m for c, p, m in kept)
+    if errors[len(errors) // 2] > MAX_FIT_ERROR:
+        raise EngineError(f"the probe of {setting.name} does not fit itself (median error "
+                          f"{errors[len(errors) // 2]:.0%}): the machine was probably busy with other work; "
+                          "calibrate again when it is quiet")
+    return fitted
+
+
+def _predicted(predictor: Predictor, cost: dict | list[dict], phase: str) -> float:
+    return sum(predictor.predict_s(c, phase) for c in (cost if isinstance(cost, list) else [cost]))
 
 
 def _path():
@@ -134,7 +161,7 @@ def _sample_record(predictor: Predictor, cost: dict | list[dict], phase: str, me
     forwards = cost if isinstance(cost, list) else [cost]
     return {"phase": phase, "n_new": sum(int(c.get("n_new", 1)) for c in forwards), "forwards": len(forwards),
             "n_cached": int(forwards[0].get("n_cached", 0)), "batch": int(forwards[0].get("batch", 1)),
-            "measured_s": measured, "predicted_s": sum(predictor.predict_s(c, phase) for c in forwards)}
+            "measured_s": measured, "predicted_s": _predicted(predictor, cost, phase)}
 
 
 def load_all() -> dict[str, dict[str, Any]]:

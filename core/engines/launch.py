@@ -10,10 +10,10 @@ is chunked between decode steps); llama-server's logical and physical batch (`-b
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import settings
 from core.engines.process import EngineProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ SERVED_NAME = "smollm2"
 
 
 def engines_dir() -> Path:
-    return Path(os.environ.get("PDLAB_ENGINES_DIR", ROOT / ".engines"))
+    return settings.engines_dir()
 
 
 def vllm_python() -> Path:

@@ -60,6 +60,8 @@ def test_a_reader_runs_the_stall_on_a_real_engine_and_sees_the_simulator_beside_
         # the run's own simulation, drawn once the fit exists (not the recording's, in its expander)
         page.wait_for_function("() => (" + LIVE_PLOTS + ")().map(" + PLOT_SUMMARY + ")"
                                ".some(p => p.title.endsWith('(simulated)'))", timeout=300_000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "engine-lab-live.png"), full_page=True)  # before any assertion
         plots = _plots(page)
         measured = [p for p in plots if p["title"].endswith("(measured)") and "tokens" in p["title"]]
         simulated = [p for p in plots if p["title"].endswith("(simulated)")]
@@ -69,5 +71,3 @@ def test_a_reader_runs_the_stall_on_a_real_engine_and_sees_the_simulator_beside_
         assert [p["ticking"] for p in (measured[0], simulated[0])] == [5, 5]
         assert measured[0]["stall"] and simulated[0]["stall"]
         assert page.locator("[data-testid=stException]").count() == 0
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "engine-lab-live.png"), full_page=True)
