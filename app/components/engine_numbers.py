@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from core.engines.lab import LONG, SHORT
+from core.engines.lab import LONG, SHORT, stall_gap
 from core.engines.record import EngineRun
 
 
@@ -56,13 +56,6 @@ def long_window(rs: list[Row]) -> tuple[float, float | None] | None:
         if r.role == LONG:
             return r.sent_s, (r.token_s[0] if r.token_s else None)
     return None
-
-
-def stall_gap(tokens: list[float], long_sent_s: float, long_first_s: float | None) -> tuple[float, float] | None:
-    """The two tokens around a stream's stall (core.engines.lab.stall_of's gap), or None."""
-    end = long_first_s if long_first_s is not None else float("inf")
-    gaps = [(a, b) for a, b in zip(tokens, tokens[1:], strict=False) if b > long_sent_s and a < end]
-    return max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
 
 
 def stall_gaps(rs: list[Row]) -> dict[int, tuple[float, float]]:

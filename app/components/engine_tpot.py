@@ -10,22 +10,26 @@ from __future__ import annotations
 
 from typing import Any
 
-RUNNER_LABELS = {"float32-1t": "this project's runner, fp32, 1 thread (the live page)",
-                 "float32-2t": "this project's runner, fp32, 2 threads",
-                 "bfloat16-2t": "this project's runner, bf16, 2 threads"}
+RUNNER_KEYS = ("float32-page", "float32-2t", "bfloat16-2t")
+
+
+def _runner_label(key: str, r: dict[str, Any]) -> str:
+    n = r.get("threads", 1)
+    page = " (the live page's setting)" if key == "float32-page" else ""
+    return f"this project's runner, {'bf16' if 'bfloat16' in key else 'fp32'}, {n} thread{'s' if n != 1 else ''}{page}"
 
 
 def rows(tpot: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per measured setting, the engine last; empty when the recording has no TPOT."""
     out = []
     runner = (tpot or {}).get("runner") or {}
-    for key in ("float32-1t", "float32-2t", "bfloat16-2t"):
+    for key in RUNNER_KEYS:
         r = runner.get(key)
         if r and r.get("tpot_ms"):
-            out.append(_row(RUNNER_LABELS[key], r))
+            out.append(_row(_runner_label(key, r), r))
     engine = (tpot or {}).get("engine")
     if engine and engine.get("tpot_ms"):
-        out.append(_row(f"vLLM (CPU), bf16, {engine.get('threads', 2)} threads", engine))
+        out.append(_row(f"the engine (vLLM CPU), bf16, {engine.get('threads', 2)} threads", engine))
     return out
 
 

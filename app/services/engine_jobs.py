@@ -20,7 +20,7 @@ from app.services.jobs import Job, RunQueue
 from core.engines import experiments
 from core.engines.base import EngineError
 from core.engines.endpoints import Endpoint, version_of
-from core.engines.fit import engine_predictor
+from core.engines.fit import saved_entry
 from core.engines.lab import LONG, Comparison, StallWorkload
 from core.engines.metrics import wait_idle
 from core.engines.openai import LlamaServer, OpenAICompatible
@@ -50,8 +50,7 @@ class Analysis:
 def fit_entry(name: str) -> dict | None:
     """The saved fit of the simulator to the engine named `name` (None when there is none).
     Reads a small file; no measurement, so the script thread may call it."""
-    found = engine_predictor(name)
-    return found[1] if found else None
+    return saved_entry(name)
 
 
 def analyse(run: EngineRun, endpoint: Endpoint) -> Analysis | None:

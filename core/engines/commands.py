@@ -10,9 +10,8 @@ import json
 import signal
 import statistics
 import sys
-import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,12 @@ def _say(fraction: float, message: str) -> None:
 
 
 def _exit_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so every started engine's process group is stopped on the way out
-    (the default action would end this process and orphan the engines)."""
+    """SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, so every started engine's process
+    group is stopped on the way out (their default action would end this process and orphan them)."""
     def handler(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
 
 
 def _names(arg: str | None, default: tuple[str, ...]) -> list[str]:
@@ -51,19 +51,16 @@ def cmd_serve(args) -> int:
     names = [n for n in _names(args.only, tuple(SETTINGS)) if installed(SETTINGS[n].engine)]
     if not names:
         raise ValueError("no engine is set up: run `make engine-setup`")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _exit_on_sigterm()
     with ExitStack() as stack:
         for name in names:
             _say(0.0, f"starting {name} on 127.0.0.1:{MAKE_ENGINE_PORTS[name]}")
             live = stack.enter_context(started(SETTINGS[name], MAKE_ENGINE_PORTS[name], _say))
             print(f"{name}: {live.base_url} ({live.version}) is serving", flush=True)
         print("every engine is up; the engine lab page lists them. Ctrl-C stops them all.", flush=True)
-        try:
-            while not stop.wait(1.0):
-                pass
-        except KeyboardInterrupt:
-            pass
+        with suppress(KeyboardInterrupt):  # Ctrl-C, SIGTERM or SIGHUP: then the stack stops every engine
+            while True:
+                signal.pause()
     print("stopped", flush=True)
     return 0
 
@@ -166,7 +163,8 @@ def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
 
     out = {}
     try:
-        for dtype, n in (("float32", threads), ("bfloat16", threads), ("float32", torch_threads())):
+        for key, dtype, n in ((f"float32-{threads}t", "float32", threads), (f"bfloat16-{threads}t", "bfloat16", threads),
+                              ("float32-page", "float32", torch_threads())):
             loaded = load_default(dtype=dtype)
             torch.set_num_threads(n)  # after loading, which applies the page's own count
             annotate = default_annotator(loaded, measure=True)
@@ -176,7 +174,7 @@ def runner_tpot(new_tokens: int = 48, threads: int = 2) -> dict[str, Any]:
             decode = [e for e in trace.events if e.phase == "decode"]
             tpot = perf.tpot_ms(trace.events)
             step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-            out[f"{dtype}-{n}t"] = {"dtype": dtype, "threads": n, "tpot_ms": tpot, "bytes_per_step": step_bytes,
+            out[key] = {"dtype": dtype, "threads": n, "tpot_ms": tpot, "bytes_per_step": step_bytes,
                                     "achieved_bandwidth_gb_s": step_bytes / (tpot / 1000) / 1e9 if tpot else None,
                                     "ms_per_layer": tpot / loaded.config.num_hidden_layers if tpot else None,
                                     "prompt_tokens": len(trace.prompt_token_ids)}

@@ -38,7 +38,9 @@ def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
 
 def new_run(engine: LiveEngine, note: str = "") -> EngineRun:
     s = engine.setting
-    return EngineRun(engine=s.engine, setting=s.name, model="SmolLM2-135M-Instruct (bf16)", started_at="",
+    model = {"vllm": "SmolLM2-135M-Instruct (bf16)", "llama-server": "SmolLM2-135M-Instruct (Q4_1 GGUF)"}.get(
+        s.engine, f"served as {engine.client.model}")
+    return EngineRun(engine=s.engine, setting=s.name, model=model, started_at="",
                      engine_version=engine.version,
                      settings={"budget": s.budget, "max_seqs": s.max_seqs, "threads": s.threads, "label": s.label},
                      note=note)

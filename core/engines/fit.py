@@ -26,7 +26,7 @@ from core.engines.base import EngineClient, EngineError
 from core.engines.launch import EngineSetting
 from core.engines.player import play
 from core.engines.record import EngineRun
-from core.predictor import Predictor, fit
+from core.predictor import UNFITTED, Predictor, fit
 from core.sim.workload import Request
 from core.spec import ModelSpec
 
@@ -38,7 +38,7 @@ ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra")
 PREFILL_LENGTHS = (32, 256, 768, 1536)
 DECODE_BATCHES = (1, 4, 8, 16)
 DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
-FITS_FORMAT = 1
+FITS_FORMAT = 2  # 2: each fit carries the ceilings it was fitted on
 KV_SPACE_BYTES = 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1 (core.engines.launch)
 
 
@@ -146,7 +146,11 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict 
              "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
              "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), ENGINE_DTYPE),
              "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-             "samples": [_sample_record(predictor, c, p, m) for c, p, m in samples]}
+             "samples": [_sample_record(predictor, c, p, m) for c, p, m in samples],
+             # the ceilings the coefficients multiply, kept with them: a later host calibration (or none,
+             # on a server that has not calibrated) must not change what this fit predicts
+             "base": {"hardware": predictor.hardware.to_dict(), "n_layers": predictor.n_layers,
+                      "overhead_s": predictor.overhead_s, "bandwidth": predictor.bandwidth, "peak": predictor.peak}}
     data = load_all()
     data[setting.name] = entry
     path = _path()
@@ -175,14 +179,28 @@ def load_all() -> dict[str, dict[str, Any]]:
 
 
 def engine_predictor(name: str) -> tuple[Predictor, dict[str, Any]] | None:
-    """The fitted predictor saved under `name`, with its entry; None when there is none."""
+    """The fitted predictor saved under `name`, with its entry; None when there is none (or it is
+    unreadable). Built from the entry alone: no host calibration is read."""
+    from core.hardware import spec_from_dict
+
     entry = load_all().get(name)
     if entry is None:
         return None
     try:
-        coef = {k: float(v) for k, v in entry["coef"].items()}
+        base = entry["base"]
+        coef = {**UNFITTED, **{k: float(v) for k, v in entry["coef"].items() if k in UNFITTED}}
+        predictor = Predictor(hardware=spec_from_dict(base["hardware"], measured=True), n_layers=int(base["n_layers"]),
+                              dtype=ENGINE_DTYPE, overhead_s=float(base["overhead_s"]),
+                              bandwidth=float(base["bandwidth"]), peak=float(base["peak"]), coef=coef, fitted=True,
+                              fit_info={"engine_fit": name, "engine": entry.get("engine"),
+                                        "fitted_at": entry.get("fitted_at")})
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    base = base_predictor()
-    return replace(base, coef={**base.coef, **coef}, fitted=True,
-                   fit_info={"engine_fit": name, "engine": entry.get("engine"), "fitted_at": entry.get("fitted_at")}), entry
+    if not (predictor.bandwidth > 0 and predictor.peak > 0) or any(not math.isfinite(v) or v < 0 for v in coef.values()):
+        return None
+    return predictor, entry
+
+
+def saved_entry(name: str) -> dict[str, Any] | None:
+    """The saved fit's entry (coefficients, when, on which engine), read without building anything."""
+    return load_all().get(name)

@@ -55,17 +55,27 @@ def as_requests(run: EngineRun) -> list[Request]:
     return out
 
 
-def stall_of(stream_tokens: list[float], long_sent_s: float, long_first_s: float | None) -> float | None:
-    """A short stream's longest gap between tokens among those spanning the long prompt's time in
-    the engine (from its sending to its first token): the wait the long prefill put on this stream."""
+def stall_gap(stream_tokens: list[float], long_sent_s: float,
+              long_first_s: float | None) -> tuple[float, float] | None:
+    """The two tokens around a short stream's longest gap among those spanning the long prompt's
+    time in the engine (from its sending to its first token, or on to the end without one)."""
     end = long_first_s if long_first_s is not None else float("inf")
-    gaps = [b - a for a, b in zip(stream_tokens, stream_tokens[1:], strict=False) if b > long_sent_s and a < end]
-    return max(gaps) if gaps else None
+    gaps = [(a, b) for a, b in zip(stream_tokens, stream_tokens[1:], strict=False) if b > long_sent_s and a < end]
+    return max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
+
+
+def stall_of(stream_tokens: list[float], long_sent_s: float, long_first_s: float | None) -> float | None:
+    """A short stream's stall: the length of its stall_gap, the wait the long prefill put on it."""
+    gap = stall_gap(stream_tokens, long_sent_s, long_first_s)
+    return gap[1] - gap[0] if gap else None
 
 
 def stalls(token_s: dict[int, list[float]], roles: dict[int, str], long_sent_s: float,
            long_first_s: float | None) -> list[float]:
-    """Every short stream's stall (those with a gap across the long prompt's time)."""
+    """Every short stream's stall (those with a gap across the long prompt's time); none while the
+    long prompt has no first token: its time in the engine has not ended, so no stall is known."""
+    if long_first_s is None:
+        return []
     out = []
     for rid, role in roles.items():
         if role != SHORT:
@@ -127,8 +137,8 @@ def compare(run: EngineRun, sim_token_s: dict[int, list[float]], roles: dict[int
     stall_m = stall_s = None
     if long_ids:
         lid = long_ids[0]
-        m_first = meas_tokens.get(lid, [None])[0] if meas_tokens.get(lid) else None
-        s_first = sim_token_s.get(lid, [None])[0] if sim_token_s.get(lid) else None
+        m_first = (meas_tokens.get(lid) or [None])[0]
+        s_first = (sim_token_s.get(lid) or [None])[0]
         stall_m = _med(stalls(meas_tokens, roles, sent[lid], m_first))
         stall_s = _med(stalls(sim_token_s, roles, sent[lid], s_first))
     return Comparison(_med(ttft), _med(itl), stall_m, stall_s, _rel(stall_s, stall_m), len(ttft))

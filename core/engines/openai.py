@@ -115,6 +115,9 @@ class OpenAICompatible(EngineClient):
                     finish = chunk.finish or finish
                     if chunk.last:
                         break
+        except httpx.ConnectTimeout:
+            raise EngineError(f"{self.base_url} did not accept a connection within {self.connect_timeout_s:.0f} s"
+                              ) from None
         except httpx.TimeoutException:
             waited = "the first token" if index == 0 else f"token {index + 1}"
             raise EngineError(f"{self.base_url} stopped answering: no {waited} within {self.read_timeout_s:.0f} s"

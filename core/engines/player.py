@@ -83,6 +83,9 @@ class Player:
         with self.run._lock:
             self.run.requests.append(record)
         with self._cond:
+            if self._cancel.is_set():  # a run that was stopped takes no more requests
+                record.error = "cancelled before it was sent"
+                return record
             heapq.heappush(self._pending, (arrival, request.id, record, engine_request))
             self._outstanding += 1
             self._cond.notify_all()
@@ -114,13 +117,15 @@ class Player:
 
         try:
             if self._cancel.is_set():
-                record.error = "cancelled before it was sent"
+                with self.run._lock:
+                    record.error = "cancelled before it was sent"
                 return
             stream = self.client.stream(engine_request, sent=sent, on_open=on_open)
             for item in stream:
                 if self._cancel.is_set():
                     stream.close()
-                    record.error = f"cancelled after {len(record.token_s)} tokens"
+                    with self.run._lock:
+                        record.error = f"cancelled after {len(record.token_s)} tokens"
                     return
                 with self.run._lock:
                     if record.sent_s is None and sent:
@@ -141,8 +146,10 @@ class Player:
                     record.sent_s = sent[0] - self._t0
                 record.error = (f"cancelled after {len(record.token_s)} tokens" if self._cancel.is_set()
                                 else str(exc))
-        except Exception as exc:  # a client bug must not hang the run: record it and go on
-            record.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a client bug, or a stream closed under its reader by cancel(): record it
+            with self.run._lock:
+                record.error = (f"cancelled after {len(record.token_s)} tokens" if self._cancel.is_set()
+                                else f"{type(exc).__name__}: {exc}")
         finally:
             with self._cond:
                 self._open.difference_update(opened)
@@ -194,7 +201,10 @@ class Player:
     def finish(self) -> EngineRun:
         """Stop the dispatcher and the scraper; mark the run finished (call after wait or cancel)."""
         self._cancel.set()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._dispatcher.is_alive():
+            self._dispatcher.join()  # it hands nothing to the pool once cancelled
+        # queued streams still run, see the cancel, and record it: none ends with neither error nor done
+        self._pool.shutdown(wait=True)
         if self._scraper:
             self._scraper.stop()
         with self.run._lock:

@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -50,6 +51,10 @@ class EngineProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 600.0, progress: Progress | None = None) -> EngineProcess:
+        port = urlsplit(self.health_url).port
+        if port is not None and port_open(port):  # else the health check would be answered by whatever holds it
+            raise EngineError(f"port {port} on 127.0.0.1 is already in use (an engine left running from an "
+                              f"earlier start?), so {self.name} cannot take it")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         try:
@@ -85,7 +90,7 @@ class EngineProcess:
 
     def _healthy(self) -> bool:
         try:
-            return httpx.get(self.health_url, timeout=2.0).status_code == 200
+            return httpx.get(self.health_url, timeout=2.0, trust_env=False).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -145,9 +145,10 @@ def _thinned(points: list[tuple[float, int]], most: int) -> list[list[float]]:
     return [list(points[int(i * step)]) for i in range(most)] + [list(points[-1])]
 
 
-def deployment(config: SimConfig) -> tuple[ModelSpec, HardwareSpec, Scenario]:
+def deployment(config: SimConfig, engine=None) -> tuple[ModelSpec, HardwareSpec, Scenario]:
+    """The model, machine and setting of `config`; `engine`: its engine_fit, when already read."""
     spec = load_model_preset(config.model)
-    engine = engine_fit(config)
+    engine = engine if engine is not None else engine_fit(config)
     hardware = engine[0].hardware if engine else load_hardware(config.hardware)
     scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=config.dtype, tp=config.tp).resolved()
     check(spec, scenario)
@@ -186,14 +187,14 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     """Run `config` on `requests` (default: its workload's). `step` may be passed to reuse the
     coefficients of an earlier run of the same deployment."""
     config = config.checked()
-    spec, hardware, scenario = deployment(config)
+    engine = engine_fit(config)
+    spec, hardware, scenario = deployment(config, engine)
     if requests is None:
         requests = requests_for(config, spec)
     too_long = [r.id for r in requests if r.prompt_tokens + r.output_tokens - 1 > spec.max_positions]
     if too_long:
         raise ValueError(f"{len(too_long)} request(s) exceed {spec.name}'s context window of "
                          f"{spec.max_positions:,} tokens (first: request {too_long[0]})")
-    engine = engine_fit(config)
     step = step or StepTime.fit(spec, hardware, scenario, engine[0] if engine else None)
     if config.kv_blocks is not None:
         blocks = config.kv_blocks
