@@ -44,7 +44,7 @@ def rows(run: EngineRun, token_s: dict[int, list[float]] | None = None) -> list[
             shorts += 1
             name = f"stream {shorts}"
         times = list(r.token_s) if token_s is None else list(token_s.get(r.id, []))
-        sent = r.sent_s if r.sent_s is not None else r.arrival_s
+        sent = r.left_s
         out.append(Row(r.id, name, r.role or SHORT, sent, times, r.error if token_s is None else None,
                        r.output_tokens, r.prompt_tokens))
     return out

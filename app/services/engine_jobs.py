@@ -23,10 +23,10 @@ from core.engines.endpoints import Endpoint, version_of
 from core.engines.fit import saved_entry
 from core.engines.lab import LONG, Comparison, StallWorkload
 from core.engines.metrics import wait_idle
-from core.engines.openai import LlamaServer, OpenAICompatible
+from core.engines.openai import OpenAICompatible
 from core.engines.player import Player, build_prompts, play
 from core.engines.record import EngineRun
-from core.engines.session import LiveEngine
+from core.engines.session import LiveEngine, client_for
 from core.sim.workload import Request
 
 RUN_TIMEOUT_S = 180.0  # the whole run; a request's own silence is bounded by READ_TIMEOUT_S
@@ -64,10 +64,9 @@ def analyse(run: EngineRun, endpoint: Endpoint) -> Analysis | None:
 
 
 def _client(endpoint: Endpoint) -> OpenAICompatible:
-    """The client that speaks the engine's streaming API best (llama-server: its native endpoint,
-    as core.engines.session.client_for picks), with the lab's shorter timeouts."""
-    kind = LlamaServer if endpoint.engine == "llama-server" else OpenAICompatible
-    return kind(endpoint.base_url, endpoint.model, connect_timeout_s=CONNECT_TIMEOUT_S, read_timeout_s=READ_TIMEOUT_S)
+    """The endpoint's client (core.engines.session.client_for), with the lab's shorter timeouts."""
+    return client_for(endpoint.engine, endpoint.base_url, endpoint.model, connect_timeout_s=CONNECT_TIMEOUT_S,
+                      read_timeout_s=READ_TIMEOUT_S)
 
 
 def _live(endpoint: Endpoint, client: OpenAICompatible) -> LiveEngine:

@@ -22,7 +22,7 @@ from core.engines.lab import Comparison, StallWorkload, compare, simulate_run
 from core.engines.player import play
 from core.engines.record import EngineRun
 from core.engines.session import LiveEngine
-from core.sim.workload import Component, Lengths, Request, Workload, generate
+from core.sim.workload import Component, Lengths, Workload, generate
 
 BUNDLE_FORMAT = 1
 POISSON = Workload("engine-poisson", "Short chats arriving at random", 3.0,
@@ -108,7 +108,3 @@ def read_bundle(data: Any) -> dict[str, Any]:
         sim = {int(k): [float(t) for t in v] for k, v in dict(entry.get("simulated", {})).items()}
         out["settings"].append({**entry, "run": run, "simulated": sim})
     return out
-
-
-def requests_of(run: EngineRun) -> list[Request]:
-    return [Request(r.id, r.arrival_s, r.prompt_tokens, r.output_tokens) for r in run.requests]

@@ -50,8 +50,7 @@ def as_requests(run: EngineRun) -> list[Request]:
     """The measured run's requests as the simulator takes them: arriving when they were really sent."""
     out = []
     for r in run.requests:
-        sent = r.sent_s if r.sent_s is not None else r.arrival_s
-        out.append(Request(r.id, sent, r.prompt_tokens, r.output_tokens))
+        out.append(Request(r.id, r.left_s, r.prompt_tokens, r.output_tokens))
     return out
 
 
@@ -89,7 +88,7 @@ def stalls(token_s: dict[int, list[float]], roles: dict[int, str], long_sent_s: 
 def measured_timelines(run: EngineRun) -> tuple[dict[int, list[float]], dict[int, float]]:
     """(token times, send times) of every request of a measured run, by id."""
     return ({r.id: list(r.token_s) for r in run.requests},
-            {r.id: (r.sent_s if r.sent_s is not None else r.arrival_s) for r in run.requests})
+            {r.id: r.left_s for r in run.requests})
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,11 @@ class RequestRecord:
     role: str = ""  # "short" / "long" in the stall workload; free text otherwise
 
     @property
+    def left_s(self) -> float:
+        """When the request left: its send time, or its scheduled arrival if it never got sent."""
+        return self.sent_s if self.sent_s is not None else self.arrival_s
+
+    @property
     def ttft_s(self) -> float | None:
         return self.token_s[0] - self.sent_s if self.token_s and self.sent_s is not None else None
 

@@ -62,9 +62,11 @@ def model_paths() -> tuple[Path, Path | None]:
     return folder, gguf
 
 
-def client_for(engine: str, base_url: str, model: str = SERVED_NAME) -> OpenAICompatible:
-    """The client that speaks `engine`'s streaming API best (llama-server: its native endpoint)."""
-    return LlamaServer(base_url, model) if engine == "llama-server" else OpenAICompatible(base_url, model)
+def client_for(engine: str, base_url: str, model: str = SERVED_NAME, **timeouts: float) -> OpenAICompatible:
+    """The client that speaks `engine`'s streaming API best (llama-server: its native endpoint);
+    `timeouts`: connect_timeout_s, read_timeout_s."""
+    kind = LlamaServer if engine == "llama-server" else OpenAICompatible
+    return kind(base_url, model, **timeouts)
 
 
 @contextmanager
