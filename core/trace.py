@@ -51,6 +51,10 @@ class Event:
     predicted_terms_ms: dict[str, float] | None = None
     cost: dict[str, Any] | None = None
     kv_norms: dict[str, list] | None = None
+    # Milliseconds the model waited, just before this forward, for its page to finish a redraw (the
+    # page's runs take turns with the model's forwards). Not part of latency_ms: the wait is over
+    # before the forward is timed. Only page runs have it; the latency chart marks these steps.
+    waited_ms: float | None = None
 
     @property
     def n_new(self) -> int:
@@ -135,7 +139,7 @@ _EVENT_REQUIRED = {"phase": str, "positions": list, "token_id": int, "token_text
                    "latency_ms": (int, float), "kv_seq_len": int, "kv_shapes": list}
 _EVENT_OPTIONAL = {"step": int, "kv_bytes": int, "kv_bytes_allocated": int,
                    "predicted_ms": (int, float), "predicted_terms_ms": dict, "cost": dict,
-                   "kv_norms": dict}
+                   "kv_norms": dict, "waited_ms": (int, float)}
 
 
 def _check_type(where: str, key: str, value: Any, kind) -> None:

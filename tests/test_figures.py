@@ -54,7 +54,8 @@ def test_prefill_fills_all_prompt_columns_in_one_patch(run_data):
 def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
     events, ctx = run_data
     fig = charts.figure("latency", events, ctx)
-    prefill, measured, predicted, error, prefill_predicted = fig.data
+    prefill, measured, predicted, error, prefill_predicted, waited = fig.data
+    assert list(waited.x) == []  # this run never waited for a page: no rings
     assert list(prefill.x) == [0]
     # the prefill's prediction is its own labelled tick, not a circle lost beside the tall bar
     assert list(prefill_predicted.y) == [events[0].predicted_ms]
@@ -393,3 +394,90 @@ def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(
     kv_ms = events[-1].predicted_terms_ms["kv"]
     assert f"latest step ({last}): KV cache {kv_ms:.1f} ms of the {events[-1].predicted_ms:.0f} ms predicted" \
         in budget[0]["text"]
+
+
+def _with(events, latencies: dict[int, float], waits: dict[int, float]):
+    """The run's events with some latencies and page waits replaced: a run whose slow steps fall
+    where the test needs them."""
+    import dataclasses
+
+    return [dataclasses.replace(e, latency_ms=latencies.get(k, 10.0 if k else e.latency_ms),
+                                waited_ms=waits.get(k)) for k, e in enumerate(events)]
+
+
+def test_the_latency_chart_rings_exactly_the_steps_that_waited_and_the_text_counts_them(run_data):
+    """The text's count of waits can be checked on the chart: one ring per waited forward, at its
+    measured time, named as such in the legend."""
+    events, ctx = run_data
+    waited = _with(events, {}, {3: 420.0, 8: 380.0})
+    fig = charts.figure("latency", waited, ctx)
+    rings = fig.data[5]
+    assert list(rings.x) == [3, 8] == lesson.waited_steps(waited)
+    assert list(rings.y) == [waited[3].latency_ms, waited[8].latency_ms]
+    assert list(rings.customdata) == [420.0, 380.0] and "waited for a page redraw" in rings.name
+    text = lesson.text("latency", lesson.values_for(waited, ctx))
+    assert "waited **2 times** (0.8 s in all, measured" in text and "mark the 2 forwards" in text
+    assert lesson.values_for(events, ctx)["pause_note"] == ""  # never waited: nothing said
+
+
+def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_wait(run_data):
+    events, ctx = run_data
+    # median decode step 10 ms: step 3 is slow and ringed, 4 slow right after it, 9 slow far from any wait
+    note = lesson.pause_note(_with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
+    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10 ms, measured), 1 is ringed, "
+            "1 came one or two steps after a ring, 1 is away from every wait.") in note
+    assert "The one away from every wait was slowed by other work on these cores" in note
+    near = lesson.pause_note(_with(events, {3: 30.0, 5: 25.0}, {3: 500.0}))
+    assert "away from every wait" not in near and "other work" not in near
+    assert "Near a wait, the redraw's work had not quite ended" in near
+    ringed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
+    assert "Of the 2 decode steps slower than" in ringed and "measured), all 2 are ringed." in ringed
+    calm = lesson.pause_note(_with(events, {}, {3: 500.0}))
+    assert "No decode step took longer than 1.5× the median step" in calm and "other work" not in calm
+
+
+def test_a_trace_keeps_its_page_waits():
+    from core.trace import Event, Trace
+
+    e = Event(phase="prefill", positions=[0, 2], token_id=1, token_text="a", latency_ms=5.0, kv_seq_len=2,
+              kv_shapes=[], waited_ms=312.5)
+    back = Trace.from_json(Trace(model={}, settings={}, prompt_token_ids=[1, 2], events=[e]).to_json())
+    assert back.events[0].waited_ms == 312.5
+
+
+def test_crossover_labels_sit_in_the_legend_not_on_each_other(run_data):
+    _, ctx = run_data
+    fig = figures.crossover_figure(ctx)
+    lines = [t for t in fig.data if t.showlegend is not False and "KV read" in t.name]
+    for t, b in zip(lines, (1, 4, 16), strict=True):
+        cross = perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
+        assert f"batch {b}: overtakes weights at {cross:,.0f} tokens (computed)" in t.name
+    assert not any(t.text for t in fig.data)  # no labels beside the dots to collide
+
+
+def test_roofline_rings_the_predicted_points_around_the_measured_ones(run_data):
+    events, ctx = run_data
+    roof = charts.figure("roofline", events, ctx)
+    prefill, decode, predicted = roof.data[1], roof.data[2], roof.data[3]
+    assert predicted.marker.symbol == "circle-open"
+    assert predicted.marker.size > max(prefill.marker.size, decode.marker.size)  # visible where they coincide
+    assert "rings" in predicted.name
+
+
+def _norms(per_head: list[float], layers: int = 2) -> dict:
+    return {"key": [[[v] for v in per_head] for _ in range(layers)],
+            "value": [[[1.0] for _ in per_head] for _ in range(layers)]}
+
+
+def test_the_gqa_chart_says_what_its_brightness_is_and_which_head_stands_out():
+    from core.trace import Event
+
+    events = [Event(phase="decode", positions=[k, k + 1], token_id=1, token_text="a", latency_ms=1.0,
+                    kv_seq_len=k + 1, kv_shapes=[], kv_norms=_norms([2.0, 6.0 + k % 2, 2.0])) for k in range(10)]
+    text = lesson.layer_heads_sentence(events, 3, 1, "key")
+    assert "length (L2 norm) of the key vector each KV head stored" in text and "layer 1" in text
+    assert "KV head 1 is the bright one: its keys average 6.5, 3.2× the other heads' 2.0" in text
+    assert "longest at 100% of the 10 positions (measured)" in text and "projection weights" in text
+    flat = lesson.layer_heads_sentence(events, 3, 1, "value")
+    assert "No head stands out here" in flat and "bright one" not in flat
+    assert lesson.layer_heads_sentence([], 3, 1) == ""

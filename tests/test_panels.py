@@ -284,3 +284,68 @@ def test_compare_summary_says_when_the_no_cache_prediction_runs_off_the_measurem
     assert "runs about 23% below these measured forwards" in panel_figures.compare_summary(low)
     high = {**res, "predicted": {**res["predicted"], "none": [m / 0.7 for m in off]}}
     assert "runs about 43% above" in panel_figures.compare_summary(high)
+
+
+def test_a_recordings_batching_chart_draws_one_machine_only():
+    """This server's roofline estimate used to be drawn on the recording machine's chart (two machines on
+    one chart, unsaid); it is given in words only, and the recording's own estimate says whose it is."""
+    rows = [{"batch": b, "decode step ms (measured, median)": 60.0 + b, "tokens/s (measured)": b * 1000 / (60 + b),
+             "prefill ms (measured)": 140.0} for b in (1, 2, 4)]
+    result = {"rows": rows, "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4}}
+    fig = panel_figures.batching_figure(result, "the recording machine", "measured (recording)")
+    notes = [a.text or "" for a in fig.layout.annotations]
+    assert not any("this server" in n for n in notes)
+    assert any(n.startswith("recording machine's roofline estimate") and "29 (computed)" in n for n in notes)
+    assert len([s for s in fig.layout.shapes if s.type == "line"]) == 1  # the recording's estimate alone
+    here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7}
+    text = panel_figures.batching_summary(result, "the recording machine", here)
+    assert "in words only: the chart holds the recording machine's numbers alone" in text
+
+
+def test_a_recordings_number_beside_the_runs_gives_both_figures():
+    """Where the recording and the reader's run show the same quantity, one sentence gives both, measured
+    on each machine, and how far apart they are; the numbers come from the data, not the text."""
+    text = panel_figures.recording_beside_run([("the prefill of this same prompt (40 tokens, dynamic cache)",
+                                                131.4, 279.2)])
+    assert "the prefill of this same prompt (40 tokens, dynamic cache) took **131 ms** on the recording machine" in text
+    assert "**279 ms** in your last run on this server (measured here), 2.1× as long here." in text
+    assert "within 10% of each other" in panel_figures.recording_beside_run([("x", 100.0, 105.0)])
+    assert "1.5× as long on the recording machine" in panel_figures.recording_beside_run([("x", 150.0, 100.0)])
+    assert panel_figures.recording_beside_run([]) == ""
+
+
+def _fake_run(prompt: str, ids: int, latencies: list[float], **settings) -> object:
+    from types import SimpleNamespace
+
+    from core.runner import GenerationSettings
+    from core.trace import Event
+
+    events = [Event(phase="prefill" if k == 0 else "decode", positions=[0, 1], token_id=1, token_text="a",
+                    latency_ms=ms, kv_seq_len=1, kv_shapes=[]) for k, ms in enumerate(latencies)]
+    return SimpleNamespace(prompt=prompt, prompt_ids=list(range(ids)), events=events,
+                           settings=GenerationSettings(**settings), active=False)
+
+
+def test_panels_pair_the_recordings_numbers_with_the_runs_only_for_the_same_quantity():
+    from app.sections import panels
+    from app.services import experiment_results
+
+    compare = experiment_results.load_bundled("compare")
+    batching = experiment_results.load_bundled("batching")
+    assert compare is not None and batching is not None
+    n = compare.result["prompt_len"]
+    same = _fake_run(compare.prompt, n, [279.0, 80.0, 90.0, 70.0])
+    pairs = panels._compare_pairs(compare, same)
+    assert pairs == [(f"the prefill of this same prompt ({n} tokens, dynamic cache)",
+                      compare.result["modes"]["dynamic"][0], 279.0)]
+    assert panels._compare_pairs(compare, _fake_run("Another prompt", n, [279.0, 80.0])) == []
+    assert panels._compare_pairs(compare, None) == []
+    static = _fake_run(compare.prompt, n, [300.0, 80.0], cache="static")
+    assert panels._compare_pairs(compare, static)[0][1] == compare.result["modes"]["static"][0]
+    first = batching.result["rows"][0]
+    steps = panels._batching_pairs(batching, same)
+    assert len(steps) == 1 and steps[0][1:] == (first["decode step ms (measured, median)"], 80.0)
+    fixed = _fake_run(panels.BATCH_PROMPT, batching.result["prompt_len"], [250.0, 70.0, 72.0])
+    assert [p[1:] for p in panels._batching_pairs(batching, fixed)] == [
+        (first["prefill ms (measured)"], 250.0), (first["decode step ms (measured, median)"], 71.0)]
+    assert panels._batching_pairs(batching, _fake_run("x", 5, [250.0, 70.0], batch=4)) == []

@@ -72,6 +72,9 @@ def test_a_page_pass_and_a_forward_take_turns(tiny_model, monkeypatch):
     run.join(30)
     assert len([p for p in run.pauses if p >= 0.25]) == 3, run.pauses
     assert max(e.latency_ms for e in run.events) < 250  # the waits are not inside any timed step
+    # each long wait is on the event of the forward that waited: what the latency chart rings
+    long = [e.waited_ms for e in run.events if e.waited_ms and e.waited_ms >= 250]
+    assert long == [round(1000 * p, 1) for p in run.pauses if p >= 0.25]
 
 
 def test_turns_never_hang_a_side_that_waits_too_long():
@@ -84,11 +87,12 @@ def test_turns_never_hang_a_side_that_waits_too_long():
             assert time.perf_counter() - t >= 0.15
     with turns.page(), turns.page():  # nested passes (a fragment inside a full pass) count twice
         t = time.perf_counter()
-        with turns.forward():
+        with turns.forward() as waited:
             assert time.perf_counter() - t >= 0.15
+            assert waited == turns.pauses[-1] >= 0.15  # the forward knows how long it waited
     assert len(turns.pauses) == 1
-    with turns.forward():  # no page announced: no wait, no pause
-        pass
+    with turns.forward() as waited:  # no page announced: no wait, no pause
+        assert waited == 0.0
     assert len(turns.pauses) == 1
 
 

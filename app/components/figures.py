@@ -122,6 +122,10 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 ERROR_SIGN = "error % = (predicted − measured) ÷ measured; below 0 = predicted too fast, above 0 = too slow"
 
 
+# The legend's name for the ringed forwards (trace 5); the latency text quotes their count.
+WAITED_NAME = "ringed: waited for a page redraw just before (measured wait, not in its time)"
+
+
 def latency_base(ctx: RunContext) -> dict[str, Any]:
     data = [
         {"type": "bar", "x": [], "y": [], "name": "prefill = time to first token (measured)",
@@ -146,6 +150,12 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"symbol": "line-ew-open", "size": 30, "color": pal.PREDICTED,
                     "line": {"width": 3, "color": pal.PREDICTED}},
          "hovertemplate": "prefill: %{y:.1f} ms predicted<extra></extra>"},
+        # A ring round each forward that waited for the page's redraw just before it started, so the
+        # count of waits in the text beside the chart can be checked against the chart.
+        {"type": "scatter", "mode": "markers", "x": [], "y": [], "customdata": [], "name": WAITED_NAME,
+         "marker": {"symbol": "circle-open", "size": 17, "color": pal.PURPLE, "line": {"width": 2.5}},
+         "hovertemplate": "forward %{x} waited %{customdata:.0f} ms for the page's redraw before it started "
+                          "(measured; not in its %{y:.1f} ms)<extra></extra>"},
     ]
     layout = pal.base_layout(_latency_title(None, [], started=False), height=420)
     layout["margin"] = {**layout["margin"], "t": 90}  # a second title line (the errors) and the note
@@ -173,6 +183,8 @@ def latency_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         append["3"] = {"x": [k], "y": [perf.prediction_error_pct(e.predicted_ms, e.latency_ms)]}
         if e.phase == "prefill":
             append["4"] = {"x": [k], "y": [e.predicted_ms], "text": [f"  predicted {e.predicted_ms:.0f} ms"]}
+    if e.waited_ms:
+        append["5"] = {"x": [k], "y": [e.latency_ms], "customdata": [e.waited_ms]}
     prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     pcts = (perf.prediction_error_pct(ev.predicted_ms, ev.latency_ms) for ev in events[1:k + 1])
     errors = [x for x in pcts if x is not None]
@@ -274,12 +286,14 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
                     line={"color": pal.WEIGHTS, "width": 3})
     colors = (pal.KV_READ, pal.PURPLE, pal.GREEN, pal.ORANGE)
     for b, color in zip(batches, colors, strict=False):
-        fig.add_scatter(x=xs, y=[0, x_max * ctx.kv_bytes_per_token * b / MB], mode="lines",
-                        name=f"KV read per step, batch {b}", line={"color": color, "dash": "dash"})
         cross = perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, b)
-        fig.add_scatter(x=[cross], y=[ctx.weight_bytes / MB], mode="markers+text", showlegend=False,
-                        marker={"color": color, "size": 10}, text=[f"{cross:,.0f} tokens"],
-                        textposition="bottom right" if b == 1 else "top right",
+        # The crossing in the legend, not beside its dot: the batch-4 and batch-16 dots sit a few
+        # hundred pixels' worth of tokens apart, under the steep lines, and their labels collided.
+        fig.add_scatter(x=xs, y=[0, x_max * ctx.kv_bytes_per_token * b / MB], mode="lines",
+                        name=f"KV read per step, batch {b}: overtakes weights at {cross:,.0f} tokens (computed)",
+                        line={"color": color, "dash": "dash"}, legendgroup=f"b{b}")
+        fig.add_scatter(x=[cross], y=[ctx.weight_bytes / MB], mode="markers", showlegend=False,
+                        legendgroup=f"b{b}", marker={"color": color, "size": 10},
                         hovertemplate=f"batch {b}: KV traffic overtakes weights at %{{x:,.0f}} tokens<extra></extra>")
     fig.add_vline(x=ctx.context_window, line={"color": pal.GREY, "dash": "dot"},
                   annotation_text=f"context window {ctx.context_window:,}", annotation_position="top")
@@ -317,9 +331,11 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"color": pal.PREFILL, "size": 14, "symbol": "diamond"}, "hovertemplate": point, "customdata": []},
         {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "decode steps (measured time)",
          "marker": {"color": pal.DECODE, "size": 7, "opacity": 0.7}, "hovertemplate": point, "customdata": []},
-        {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "same forwards, predicted time",
-         "marker": {"color": pal.PREDICTED, "size": 8, "symbol": "circle-open"}, "hovertemplate": point,
-         "customdata": []},
+        # A wide ring, drawn over the measured points: where prediction and measurement agree the ring
+        # circles the dot (or diamond) instead of hiding under it.
+        {"type": "scatter", "mode": "markers", "x": [], "y": [], "name": "same forwards, predicted time (rings)",
+         "marker": {"color": pal.PREDICTED, "size": 19, "symbol": "circle-open", "line": {"width": 2}},
+         "hovertemplate": point, "customdata": []},
     ]
     title = "Roofline of this machine: achieved FLOP/s = FLOPs (computed) ÷ time"
     if not c.bandwidth:

@@ -44,7 +44,7 @@ HELD_UP = 1.25
 
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     """Slot values from a run's events and context; a slot with no value reads as a dash."""
-    v: dict[str, str] = {"pause_note": ""}  # the live view fills it from its run (pause_note)
+    v: dict[str, str] = {"pause_note": pause_note(events)}
     if ctx is None:
         return v
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
@@ -89,16 +89,66 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     return v
 
 
-def pause_note(pauses: list[float] | None) -> str:
-    """The sentence saying how long the model waited for its own page's redraws (app.services.runs
-    page_turn), so a reader comparing the step times with the clock knows where the rest went."""
-    if not pauses:
+# A decode step this many times the run's median step reads as slow in the latency text.
+SLOW_STEP = 1.5
+# The redraw's work can run on past the wait (the browser drawing the update the redraw sent, when it
+# runs on this computer): a slow step up to this many forwards after a ringed one counts as near it.
+NEAR_WAIT = 2
+
+
+def waited_steps(events: list[Event]) -> list[int]:
+    """The forwards that waited for a page redraw just before they started: the latency chart's
+    rings, so the text and the chart count the same steps."""
+    return [k for k, e in enumerate(events) if e.waited_ms]
+
+
+def pause_note(events: list[Event]) -> str:
+    """How often the model waited for its own page's redraws (app.services.turns), and where this
+    run's slow steps fell against those waits: at or just after one, or away from every wait (other
+    work on the cores). '' for a run that never waited (a replay, the command line)."""
+    waited = waited_steps(events)
+    if not waited:
         return ""
-    return (f" While a run goes, the server redraws this page about once a second, in Python on the same "
-            f"cores; the model waits between steps for each redraw so they never land in a timed step "
-            f"(this run: {len(pauses)} waits, {sum(pauses):.1f} s in all, not counted in any step). Slow steps "
-            "left after that were slowed by other work on these cores: when the browser showing this page "
-            "runs on the same computer, its drawing of each update lands in the steps just after a wait.")
+    total_s = sum(events[k].waited_ms for k in waited) / 1000.0
+    text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
+            f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
+            f"waited **{len(waited)} times** ({total_s:.1f} s in all, measured, not counted in any step): the "
+            f"pink rings on the chart mark the {len(waited)} forwards that started right after a wait.")
+    return text + _slow_steps_sentence(events, set(waited))
+
+
+def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
+    """Which slow decode steps sit at or just after a wait and which do not, counted from the run:
+    only the ones away from every wait are blamed on other work on the cores."""
+    decode = [(k, e.latency_ms) for k, e in enumerate(events) if e.phase == "decode"]
+    if len(decode) < 3:
+        return ""
+    median = statistics.median(ms for _, ms in decode)
+    slow = [k for k, ms in decode if ms > SLOW_STEP * median]
+    limit = f"{SLOW_STEP:g}× the median step ({SLOW_STEP * median:.0f} ms; median {median:.0f} ms, measured)"
+    if not slow:
+        return f" No decode step took longer than {limit}."
+    ringed = [k for k in slow if k in waited]
+    after = [k for k in slow if k not in waited and any(0 < k - w <= NEAR_WAIT for w in waited)]
+    away = len(slow) - len(ringed) - len(after)
+    parts = []
+    if len(ringed) == len(slow) > 1:
+        parts.append(f"all {len(ringed)} are ringed")
+    elif ringed:
+        parts.append(f"{len(ringed)} {'is' if len(ringed) == 1 else 'are'} ringed")
+    if after:
+        parts.append(f"{len(after)} came one or two steps after a ring")
+    if away:
+        parts.append(f"{away} {'is' if away == 1 else 'are'} away from every wait")
+    text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
+    if ringed or after:
+        text += (" Near a wait, the redraw's work had not quite ended: most likely the browser drawing the update "
+                 "that redraw sent, when the browser runs on this computer.")
+    if away:
+        text += (f" The {'one' if away == 1 else str(away)} away from every wait "
+                 f"{'was' if away == 1 else 'were'} slowed by other work on these cores (another reader's run "
+                 "or page, or other programs on this shared machine), not by this page.")
+    return text
 
 
 def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
@@ -233,3 +283,43 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
             "moving its bytes, not arithmetic, set its pace.")
     return v
+
+
+# A head whose vectors are this many times as long as the others' (mean over positions) stands out
+# in the layer chart; the sentence under it then names the head and says why.
+STANDS_OUT = 1.3
+
+
+def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which: str = "key") -> str:
+    """What the brightness of the per-layer head chart is, and, when one head is brighter than the
+    rest, by how much and where that comes from, counted from the run's vectors ('' without them).
+
+    Every KV head of a layer projects the same input vector at a position, so a head that is the
+    longest at nearly every position owes it to its own projection weights, not to the tokens."""
+    rows: list[list[float]] = [[] for _ in range(n_kv_heads)]
+    for e in events:
+        if e.kv_norms:
+            for h, norms in enumerate(e.kv_norms[which][layer][:n_kv_heads]):
+                rows[h].extend(norms)
+    if not rows or not rows[0]:
+        return ""
+    what = (f"Brightness is the length (L2 norm) of the {which} vector each KV head stored in the cache "
+            f"at that position, in layer {layer} (measured, for the first sequence of the batch).")
+    if n_kv_heads < 2:
+        return what
+    means = [statistics.fmean(r) for r in rows]
+    top = max(range(n_kv_heads), key=means.__getitem__)
+    others = statistics.fmean(m for h, m in enumerate(means) if h != top)
+    if not others or means[top] < STANDS_OUT * others:
+        return what + (f" No head stands out here: the longest, KV head {top}, averages {means[top]:.1f} against "
+                       f"{others:.1f} for the others (measured).")
+    n = len(rows[top])
+    longest = sum(1 for i in range(n) if all(rows[top][i] >= rows[h][i] for h in range(n_kv_heads))) / n
+    text = what + (f" KV head {top} is the bright one: its {which}s average {means[top]:.1f}, "
+                   f"{means[top] / others:.1f}× the other heads' {others:.1f}, and it is the longest at "
+                   f"{longest:.0%} of the {n} positions (measured).")
+    if longest >= 0.8:
+        text += (" Every head of a layer projects the same input vector at a position, so a head that is "
+                 "longest nearly everywhere owes it to its own projection weights, learned in training, "
+                 "not to particular tokens.")
+    return text

@@ -52,6 +52,8 @@ def latency_table(events: list[Event], ctx: RunContext | None = None) -> pd.Data
         "forward": k, "phase": e.phase, "new tokens": e.n_new, "token produced": e.token_text,
         "measured ms": e.latency_ms, "predicted ms": e.predicted_ms,
         "error %": perf.prediction_error_pct(e.predicted_ms, e.latency_ms),
+        # the chart's rings: the wait for the page's redraw came before the step and is not in its time
+        "waited for page redraw ms (measured, before the step)": e.waited_ms,
     } for k, e in enumerate(events)])
 
 

@@ -142,15 +142,16 @@ def _mean(values: list[float]) -> float:
 PREDICTED_NAME = "predicted (latency model)"
 
 
-def batching_figure(result: dict[str, Any], where: str = "this machine", measured_name: str = "measured here",
-                    here: dict[str, float] | None = None) -> go.Figure:
+def batching_figure(result: dict[str, Any], where: str = "this machine",
+                    measured_name: str = "measured here") -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
     with the predicted compute-bound batch marked, and the plain roofline estimate beside it.
 
     `where` names the machine in the title and `measured_name` the measured line: a recording made
-    elsewhere must not call its numbers "here". `here`: this server's own roofline estimate, drawn
-    beside a recording's (see batching_summary). Throughput is on a log axis like the batch: batching
-    that cost nothing would be a straight line of slope one, not an upward curve."""
+    elsewhere must not call its numbers "here". Everything drawn is of that one machine: this
+    server's own estimate beside a recording's read as two machines on one chart, so it is given in
+    words only (batching_summary). Throughput is on a log axis like the batch: batching that cost
+    nothing would be a straight line of slope one, not an upward curve."""
     rows, predicted = result.get("rows", []), result.get("predicted", [])
     crossover = result.get("compute_bound_from")
     roofline = result.get("roofline") or {}
@@ -189,24 +190,18 @@ def batching_figure(result: dict[str, Any], where: str = "this machine", measure
     if crossover:
         for col in (1, 2):
             fig.add_vline(x=crossover, line={"color": pal.VERMILLION, "dash": "dot", "width": 2}, row=1, col=col)
-        fig.add_annotation(x=math.log10(crossover), y=0.98, yref="y2 domain", xref="x2", yanchor="top",
+        # at the foot, left of its line: the throughput curves climb through the top of the panel there
+        fig.add_annotation(x=math.log10(crossover), y=0.02, yref="y2 domain", xref="x2", yanchor="bottom",
                            text=f"compute-bound from<br>batch ≈ {crossover:.0f} (predicted)", showarrow=False,
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.VERMILLION})
     estimate = roofline.get("batch")
     if estimate:
         fig.add_vline(x=estimate, line={"color": pal.PURPLE, "dash": "dashdot", "width": 2}, row=1, col=1)
         fig.add_annotation(x=math.log10(estimate), y=0.98, yref="y domain", xref="x", yanchor="top",
-                           text=f"roofline estimate:<br>batch ≈ {estimate:.0f} (computed)", showarrow=False,
+                           text=f"{_owner(where)}roofline estimate:<br>batch ≈ {estimate:.0f} (computed)",
+                           showarrow=False,
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.PURPLE})
         top = max(top, estimate)
-    mine = (here or {}).get("batch")
-    if mine:
-        for col in (1, 2):
-            fig.add_vline(x=mine, line={"color": pal.GREY, "dash": "longdash", "width": 2}, row=1, col=col)
-        fig.add_annotation(x=math.log10(mine), y=0.62, yref="y domain", xref="x", yanchor="middle",
-                           text=f"this server's roofline<br>estimate: batch ≈ {mine:.0f} (computed)", showarrow=False,
-                           xanchor="right", xshift=-6, align="right", font={"size": 12})
-        top = max(top, mine)
     ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     fig.update_layout(**pal.base_layout(f"Decode on {where}: one step serves the whole batch", height=400))
     fig.update_xaxes(type="log", tickvals=[t for t in ticks if t <= top], ticktext=[str(t) for t in ticks if t <= top],
@@ -218,6 +213,11 @@ def batching_figure(result: dict[str, Any], where: str = "this machine", measure
     fig.update_yaxes(title_text="tokens/s (log scale)", type="log", tickvals=marks,
                      ticktext=[f"{m:g}" for m in marks], row=1, col=2)
     return pal.fit_legend(fig)
+
+
+def _owner(where: str) -> str:
+    """"the recording machine's " before a label on a recording's chart: whose estimate it is."""
+    return "" if where == "this machine" else f"{where.removeprefix('the ')}'s "
 
 
 def _step(row: dict[str, Any]) -> float:
@@ -311,7 +311,8 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
         bullets.append(f"- *On this server (computed):* its ridge is **{here['ridge_flop_per_byte']:.1f} FLOP/byte** "
                        f"(calibrated when it started{_speeds(here)}) and the same batch-1 step does "
                        f"{here['decode_intensity']:.2f} FLOPs per byte, so the same estimate gives batch ≈ "
-                       f"**{here['batch']:.0f}** here. Press the button to measure this server's own curve.")
+                       f"**{here['batch']:.0f}** here (in words only: the chart holds {where}'s numbers alone). "
+                       "Press the button to measure this server's own curve.")
     if bullets:
         out.append("**Where decode stops being bandwidth-bound:** " + _in_short(roofline, crossover, here, where)
                    + "\n" + "\n".join(bullets))
@@ -348,3 +349,29 @@ def _speeds(roofline: dict[str, float]) -> str:
     if not peak or not bw:
         return ""
     return f", {peak / 1e9:.0f} GFLOP/s ÷ {bw / 1e9:.1f} GB/s"
+
+
+def recording_beside_run(pairs: list[tuple[str, float, float]]) -> str:
+    """Sentences putting a recording's number beside this server's for the same quantity, both
+    figures given ('' without pairs). A reader who sees a prefill of 130 ms in the recording and of
+    279 ms in their own run above must be told the two are different machines, not left to wonder.
+    `pairs`: (what, ms on the recording machine, ms in the reader's last run here)."""
+    if not pairs:
+        return ""
+    lines = [f"**The recording beside your run:** {what} took **{_num(recorded)} ms** on the recording machine "
+             f"(measured there) and **{_num(here)} ms** in your last run on this server (measured here), "
+             f"{_how_far(recorded, here)}." for what, recorded, here in pairs]
+    lines.append("The recording was made on another computer, or the same kind at another moment; a shared "
+                 "machine's speed comes and goes with the other work on it, so compare the recording's shapes, "
+                 "and press the button for this server's own milliseconds.")
+    return " ".join(lines)
+
+
+def _how_far(recorded: float, here: float) -> str:
+    """The two times as a ratio in words, the slower side named."""
+    ratio = here / recorded
+    if 1 / 1.1 < ratio < 1.1:
+        return "within 10% of each other"
+    if ratio > 1:
+        return f"{ratio:.1f}× as long here"
+    return f"{1 / ratio:.1f}× as long on the recording machine"

@@ -117,6 +117,8 @@ def render_layer_detail(run: Any) -> None:
             f"less than if every query head had its own (computed from the model's config).")
     with c1:
         st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
+    with c2:  # under the explanation: what the colours mean, and which head stands out and why
+        st.markdown(lesson.layer_heads_sentence(run.events, ctx.n_kv_heads, layer, which))
 
 
 def render_crossover(events: list, ctx: Any) -> None:

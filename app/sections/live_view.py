@@ -60,7 +60,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
     now = time.monotonic()
     if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
         return cached["texts"]
-    values = {**lesson.values_for(events, ctx), "pause_note": lesson.pause_note(getattr(run, "pauses", None))}
+    values = lesson.values_for(events, ctx)  # the waits come with the events (Event.waited_ms)
     texts = {c.lesson: lesson.text(c.lesson, values) for c in charts.LIVE_CHARTS}
     state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
     return texts

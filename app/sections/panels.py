@@ -14,6 +14,7 @@ reads as the run in progress. The reader's finished run then replaces it.
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 import time
 from typing import Any
 
@@ -162,6 +163,9 @@ def _compare_body(loaded: Any) -> None:
         summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
         if summary:
             st.markdown(summary)
+        beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
+        if beside:
+            st.markdown(beside)
     _poll(job, state.COMPARE_SEEN)
 
 
@@ -219,7 +223,7 @@ def _batching_body(loaded: Any) -> None:
                 if recorded and loaded is not None and shown.result.get("prompt_len"):
                     here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
                 st.plotly_chart(panel_figures.batching_figure(
-                    shown.result, where, "measured (recording)" if recorded else "measured here", here),
+                    shown.result, where, "measured (recording)" if recorded else "measured here"),
                     key="batch_fig")
                 with st.expander("Batching results as a table"):
                     st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
@@ -230,7 +234,63 @@ def _batching_body(loaded: Any) -> None:
         summary = panel_figures.batching_summary(shown.result, where, here)
         if summary:
             st.markdown(summary)
+        beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()))
+        if beside:
+            st.markdown(beside)
     _poll(job, state.BATCHING_SEEN)
+
+
+# --- a recording's numbers beside the reader's own run ------------------------------------------------
+
+def _live_run() -> Any | None:
+    """The reader's last finished run of the live model (not a replayed recording), else None."""
+    run = state.current_run()
+    if run is None or run.active or getattr(run, "replay", False) or not getattr(run, "events", None):
+        return None
+    return run
+
+
+def _same_prompt(run: Any, text: str | None, chat: bool, prompt_len: Any) -> bool:
+    """Whether the run prefilled exactly the recording's prompt: same words, template and length."""
+    return (bool(text) and str(run.prompt).strip() == str(text).strip()
+            and bool(run.settings.chat) == bool(chat) and len(run.prompt_ids) == prompt_len)
+
+
+def _compare_pairs(shown: results.Measurement, run: Any | None) -> list[tuple[str, float, float]]:
+    """The recorded comparison's prefill beside the run's, when the run prefilled the same prompt in
+    the same cache mode (the one quantity both show for certain)."""
+    if run is None or shown.source != "bundled" or run.settings.batch != 1:
+        return []
+    res = shown.result
+    chat = (shown.provenance.get("prompt") or {}).get("chat", True)
+    times = (res.get("modes") or {}).get(run.settings.cache) or []
+    if not times or not _same_prompt(run, shown.prompt, chat, res.get("prompt_len")):
+        return []
+    return [(f"the prefill of this same prompt ({res['prompt_len']} tokens, "
+             f"{panel_figures.MODE_SHORT.get(run.settings.cache, run.settings.cache)})",
+             times[0], run.events[0].latency_ms)]
+
+
+def _batching_pairs(shown: results.Measurement, run: Any | None) -> list[tuple[str, float, float]]:
+    """The recording's batch-1 decode step beside the run's median step (both batch 1, cache on), and
+    its prefill when the run prefilled the recording's fixed prompt."""
+    if run is None or shown.source != "bundled" or run.settings.batch != 1 or run.settings.cache == "none":
+        return []
+    res = shown.result
+    first = next((r for r in res.get("rows", []) if r.get("batch") == 1), None)
+    steps = [e.latency_ms for e in run.events if e.phase == "decode"]
+    if first is None:
+        return []
+    pairs = []
+    chat = (shown.provenance.get("prompt") or {}).get("chat", True)
+    if _same_prompt(run, BATCH_PROMPT, chat, res.get("prompt_len")):
+        pairs.append((f"the prefill of this same prompt ({res['prompt_len']} tokens)",
+                      first["prefill ms (measured)"], run.events[0].latency_ms))
+    if steps:
+        pairs.append((f"one decode step at batch 1 (median; the recording's {res.get('prompt_len', '?')}-token "
+                      f"prompt, your run's {len(run.prompt_ids)}-token one)",
+                      first["decode step ms (measured, median)"], statistics.median(steps)))
+    return pairs
 
 
 def about_rows(loaded: Any, run: Any, ceilings: Any) -> list[tuple[str, str, str]]:

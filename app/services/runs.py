@@ -73,10 +73,12 @@ class GenerationRun(ModelJob):
         start = time.perf_counter()
         steps = run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop, annotate=annotate)
         while True:
-            with self.turns.forward():
+            with self.turns.forward() as waited_s:
                 event = next(steps, None)
             if event is None:
                 break
+            if waited_s > 0:  # set before the append: a reader never sees the event without it
+                event.waited_ms = round(1000.0 * waited_s, 1)
             self.events.append(event)  # list.append is atomic: readers see whole events only
             self.wall.append(time.perf_counter() - start)
         if bench_log() and self.wall_decode_tokens_per_s():

@@ -40,16 +40,19 @@ class Turns:
                 self._cv.notify_all()
 
     @contextlib.contextmanager
-    def forward(self) -> Iterator[None]:
-        """One forward of the model: starts once no redraw is announced."""
+    def forward(self) -> Iterator[float]:
+        """One forward of the model: starts once no redraw is announced. Yields the seconds it waited
+        (0.0 when it did not), so the run can mark that step on its latency chart."""
+        waited = 0.0
         with self._cv:
             if self._pages:
                 asked = time.perf_counter()
                 self._cv.wait_for(lambda: self._pages == 0, timeout=self.max_wait_s)
-                self.pauses.append(time.perf_counter() - asked)
+                waited = time.perf_counter() - asked
+                self.pauses.append(waited)
             self._forward = True
         try:
-            yield
+            yield waited
         finally:
             with self._cv:
                 self._forward = False
