@@ -79,7 +79,7 @@ def paper_ms(event: TimedEvent, bandwidth: float | None) -> float | None:
 
 # Predicted terms that a forward pays once whatever its length, and those that grow with its tokens.
 FIXED_TERMS = ("overhead", "memory", "prefill_extra")
-PER_TOKEN_TERMS = ("compute", "kv")
+PER_TOKEN_TERMS = ("compute", "kv", "attention")
 
 
 def scaled_prefill_ms(terms_ms: Mapping[str, float], tokens_priced: int, tokens: int) -> float:

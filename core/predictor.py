@@ -5,6 +5,8 @@ The model is additive, the way the calibrated analysers that held up on real CPU
     time = overhead + (weight + activation bytes) / bandwidth + KV bytes / bandwidth + FLOPs / peak
            (+ a fixed extra for a forward of several new tokens at once, such as the prefill: it
               builds the causal mask and the cache; a no-cache run pays it on every forward)
+           (+ an extra per attention-score FLOP, for kernels whose attention runs slower than
+              their matrix products: 0 on this host, fitted for a serving engine)
 
 with the bandwidth and peak measured on this machine by `core.calibrate` (the "host" preset) or
 taken from a datasheet (the other presets). Each term carries a coefficient: 1.0 means "exactly
@@ -29,14 +31,16 @@ from core.dtypes import normalize_dtype
 from core.hardware import HardwareSpec
 from core.spec import ModelSpec
 
-TERMS = ("overhead", "memory", "kv", "compute", "prefill_extra")
+TERMS = ("overhead", "memory", "kv", "compute", "prefill_extra", "attention")
 # The fixed overhead is measured directly by calibration and kept at 1.0: within one model every
 # forward streams the same weights, so a fitted overhead and a fitted memory term are collinear.
 # The prefill extra is not fitted either: a few ms on prefills of 100 ms and more lies inside their
 # noise, so disjoint fits could not agree on it (`bench --stability`); it stays a term (0 on this
-# host) for machines whose figures say otherwise.
+# host) for machines whose figures say otherwise. The attention extra is 0 here too: the runner's
+# eager attention is matrix products like the rest, priced by the compute term; a serving engine's
+# attention kernel over a long cache is not (core.engines.fit fits it).
 FITTED_TERMS = ("memory", "kv", "compute")
-UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_extra": 0.0}
+UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_extra": 0.0, "attention": 0.0}
 
 # Datasheet presets: what fraction of the published roofline a well-tuned serving stack reaches,
 # and launch overhead per layer. Assumptions, not measurements: they are shown as such.
@@ -59,6 +63,11 @@ class Predictor:
     fitted: bool = False
     fit_info: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        # a coefficient set written before a term existed prices that term as unfitted
+        if any(k not in self.coef for k in TERMS):
+            object.__setattr__(self, "coef", {**UNFITTED, **self.coef})
+
     def terms_s(self, cost: ForwardCost | dict, phase: str) -> dict[str, float]:
         """Each additive term in seconds before its coefficient (the features of the fit)."""
         b = cost.bytes if isinstance(cost, ForwardCost) else cost["bytes"]
@@ -72,6 +81,8 @@ class Predictor:
             # Keyed on the shape, not the name: a no-cache "decode" step re-reads the whole prompt
             # in one multi-token forward, so it pays what a prefill pays.
             "prefill_extra": 1.0 if phase == "prefill" or n_new > 1 else 0.0,
+            # on top of the compute term, which already counts these FLOPs at the matrix rate
+            "attention": f["attn_scores"] / self.peak,
         }
 
     def predict_s(self, cost: ForwardCost | dict, phase: str) -> float:
@@ -271,7 +282,7 @@ def load_fit(predictor: Predictor, spec: ModelSpec) -> Predictor | None:
         if entries.get("format") != FIT_FORMAT:
             return None
         entry = entries[_fit_key(predictor, spec)]
-        coef = {k: float(entry["coef"][k]) for k in TERMS}
+        coef = {k: float(entry["coef"].get(k, UNFITTED[k])) for k in TERMS}
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if any(not np.isfinite(v) or v < 0 for v in coef.values()):

@@ -154,6 +154,16 @@ def engines_dir() -> Path:
     return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / ".engines"
 
 
+ENGINE_DTYPES = ("auto", "bfloat16", "float32")
+
+
+def engine_dtype_setting() -> str:
+    """PDLAB_ENGINE_DTYPE: the dtype the project's vLLM serves in, or "auto" (chosen from the CPU:
+    core.engines.launch.engine_dtype). Anything else reads as "auto"."""
+    raw = os.environ.get("PDLAB_ENGINE_DTYPE", "auto").strip().lower()
+    return raw if raw in ENGINE_DTYPES else "auto"
+
+
 def engine_lab_environment() -> dict[str, str]:
     """The operator's engine list (PDLAB_ENGINES) and the make-engine ports (PDLAB_MAKE_ENGINE_PORTS),
     as core.engines.endpoints reads them (unset ones left out)."""

@@ -134,7 +134,7 @@ def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
     steps = decode["steps"]
     if steps == 0:
         return 0.0
-    summed = {"bytes": decode["bytes"], "flops": {"total": decode["flops"]}, "n_new": 1}
+    summed = {"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]}, "n_new": 1}
     extra_overheads = (steps - 1) * pred.coef["overhead"] * pred.overhead_s
     return pred.predict_s(summed, "decode") + extra_overheads
 
@@ -343,9 +343,11 @@ def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Pr
     prefill = per_device(forward_cost(spec, s.prompt_len, 0, s.batch, **_kwargs(s)).to_dict(), spec, s.tp)
     ttft = pred.predict_s(prefill, "prefill") + allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)
     decode = est["decode"]
-    summed = per_device({"bytes": decode["bytes"], "flops": {"total": decode["flops"]}, "n_new": 1},
-                        spec, s.tp)
-    decode_s = decode_time_s(pred, {**decode, "bytes": summed["bytes"], "flops": summed["flops"]["total"]})
+    summed = per_device({"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]},
+                         "n_new": 1}, spec, s.tp)
+    parts = {k: v for k, v in summed["flops"].items() if k != "total"}
+    decode_s = decode_time_s(pred, {**decode, "bytes": summed["bytes"], "flops": summed["flops"]["total"],
+                                    "flops_by_part": parts})
     decode_s += decode["steps"] * allreduce_s(spec, hardware, s.tp, s.batch, act_dt)
     return ttft, decode_s
 

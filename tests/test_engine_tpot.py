@@ -29,3 +29,15 @@ def test_the_story_quotes_the_numbers_and_says_nothing_without_them():
     assert "not half" not in engine_tpot.story(faster)
     assert engine_tpot.story({}) == "" and engine_tpot.rows({}) == []
     assert engine_tpot.rows({"runner": {}, "engine": {"tpot_ms": None}}) == []
+
+
+def test_an_engine_serving_fp32_is_set_beside_the_fp32_runner_and_a_slower_engine_is_not_called_faster():
+    fp32_engine = json.loads(json.dumps(SAMPLE))
+    fp32_engine["engine"].update(dtype="fp32", tpot_ms=40.0, bytes_per_step=543e6, ms_per_layer=40.0 / 30)
+    assert engine_tpot.rows(fp32_engine)[-1]["who"].startswith("the engine (vLLM CPU), fp32")
+    text = engine_tpot.story(fp32_engine)
+    assert "serving in fp32" in text and "against the runner's 1.85" in text  # the fp32 runner's ms per layer
+    slower = json.loads(json.dumps(fp32_engine))
+    slower["engine"].update(tpot_ms=120.0, ms_per_layer=4.0)
+    text = engine_tpot.story(slower)
+    assert "not faster" in text and "120 ms" in text and "55 ms" in text and "wastes less time" not in text

@@ -25,6 +25,12 @@ from core.engines.record import EngineRun, RequestRecord
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(autouse=True)
+def _bf16_engine(monkeypatch):
+    """These tests price the engine in bf16, as vLLM serves on an AVX-512 CPU, whatever CPU runs them."""
+    monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "bfloat16")
+
+
 def _run(records: list[RequestRecord]) -> EngineRun:
     return EngineRun(engine="vllm", setting="vllm-b2048", model="m", started_at="2026-12-04T00:00:00+00:00",
                      settings={"budget": 2048, "max_seqs": 16}, requests=records)
@@ -190,6 +196,100 @@ def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch
     with pytest.raises(ValueError, match="smollm2-135m"):
         simulate(SimConfig(policy="chunked", requests=2, model="llama-3.1-8b", hardware="vllm-b256", dtype="bf16",
                            instances=1), reqs)
+
+
+def test_the_engine_dtype_follows_the_cpu_unless_the_operator_names_one(monkeypatch):
+    from core.engines.launch import SETTINGS, engine_dtype, engine_process
+
+    monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "auto")
+    assert engine_dtype(frozenset({"avx2", "fma"})) == "fp32"  # vLLM's bf16 kernels need AVX-512
+    assert engine_dtype(frozenset({"avx2", "avx512f", "avx512_bf16"})) == "bf16"
+    monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "float32")
+    assert engine_dtype(frozenset({"avx512f"})) == "fp32" and SETTINGS["vllm-b256"].dtype == "fp32"
+    command = engine_process(SETTINGS["vllm-b256"], Path("/nonexistent"), port=1)[0].command
+    assert command[command.index("--dtype") + 1] == "float32"
+    assert SETTINGS["llama-b2048"].dtype == "bf16"  # the GGUF's pricing does not follow vLLM's dtype
+    monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "nonsense")
+    assert engine_dtype(frozenset()) == "fp32"
+
+
+def test_an_fp32_engine_fit_is_priced_and_simulated_in_fp32(tmp_path, monkeypatch):
+    """On a CPU without AVX-512 vLLM serves fp32: the fit's bytes, its saved dtype and the
+    simulator that uses it all say fp32, and a bf16 simulation of that fit is refused in words."""
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "float32")
+    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
+    if cal_src.is_file():
+        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
+    else:
+        from core import calibrate
+        calibrate.host_calibration(measure=True)
+    from core.engines import fit as engine_fit
+    from core.engines.lab import simulate_run
+    from core.engines.launch import SETTINGS
+    from core.predictor import cost_for_event
+    from core.sim.simulate import SimConfig, simulate
+
+    setting, spec = SETTINGS["vllm-b2048"], engine_fit.embedded_spec()
+    base = engine_fit.base_predictor("fp32")
+    samples = []
+    for n, c, b, phase in ((32, 0, 1, "prefill"), (256, 0, 1, "prefill"), (1536, 0, 1, "prefill"),
+                           (1, 84, 1, "decode"), (1, 84, 8, "decode"), (1, 84, 16, "decode"), (768, 0, 1, "prefill")):
+        cost = cost_for_event(spec, n, c, b, "fp32").to_dict()
+        samples.append((cost, phase, 1.5 * base.predict_s(cost, phase)))
+    fitted = engine_fit.fit_engine(samples, setting)
+    assert fitted.dtype == "fp32" and fitted.coef["memory"] == pytest.approx(1.5, rel=1e-3)
+    entry = engine_fit.save(setting, fitted, samples, "vllm-cpu test")
+    assert entry["dtype"] == "fp32"
+    assert engine_fit.engine_predictor(setting.name)[0].dtype == "fp32"
+    assert entry["kv_tokens"] == engine_fit.KV_SPACE_BYTES // (2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * 4)
+    with pytest.raises(ValueError, match="in fp32"):
+        simulate(SimConfig(policy="chunked", requests=1, model="smollm2-135m", hardware=setting.name, dtype="bf16",
+                           instances=1), None)
+
+    run = _run([RequestRecord(0, 32, 4, 0.0, sent_s=0.0, token_s=[0.1, 0.2, 0.3, 0.4], done=True, role="short")])
+    sim, result = simulate_run(run, setting.name, 2048, 16)
+    assert result.config.dtype == "fp32" and len(sim[0]) == 4
+
+
+def test_an_engine_fit_tells_attention_over_the_cache_from_the_matrix_products(tmp_path, monkeypatch):
+    """Probe-shaped samples (prefills chunked at the budget, decodes at the probe's batches) from an
+    engine whose attention runs slower than its matrix products: the fit finds the attention extra,
+    and the fitted predictor charges a chunk over a long cache that much more than the first chunk."""
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    from core import calibrate
+    from core.cost import step_cost
+    from core.engines import fit as engine_fit
+    from core.engines.launch import SETTINGS
+    from core.predictor import cost_for_event
+
+    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
+    if not cal_src.is_file():
+        calibrate.host_calibration(measure=True)
+    else:
+        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
+    from dataclasses import replace
+    spec, base = engine_fit.embedded_spec(), engine_fit.base_predictor()
+    truth = replace(base, coef={**base.coef, "memory": 0.7, "kv": 0.9, "compute": 0.5, "prefill_extra": 0.01,
+                                "attention": 0.8})
+    samples = []
+    for n in engine_fit.PREFILL_LENGTHS:
+        forwards = engine_fit.prefill_forwards(spec, n, 256)
+        samples.append((forwards, "prefill", sum(truth.predict_s(c, "prefill") for c in forwards)))
+    for b in engine_fit.DECODE_BATCHES:
+        cost = cost_for_event(spec, 1, 84, b, "bf16").to_dict()
+        samples.append((cost, "decode", truth.predict_s(cost, "decode")))
+    fitted = engine_fit.fit_engine(samples, SETTINGS["vllm-b256"])
+    assert fitted.coef["attention"] == pytest.approx(0.8, rel=1e-3)
+    assert fitted.coef["compute"] == pytest.approx(0.5, rel=1e-3)
+    first, last = ([(252, cached), (1, 60, 4)] for cached in (0, 1260))
+    cost_first, cost_last = (step_cost(spec, rows, weight_dtype="bf16", lm_head_tokens=1).to_dict()
+                             for rows in (first, last))
+    attn = (cost_last["flops"]["attn_scores"] - cost_first["flops"]["attn_scores"]) / base.peak
+    grows = fitted.predict_s(cost_last, "prefill") - fitted.predict_s(cost_first, "prefill")
+    without = replace(fitted, coef={**fitted.coef, "attention": 0.0})
+    assert grows - (without.predict_s(cost_last, "prefill") - without.predict_s(cost_first, "prefill")) \
+        == pytest.approx(0.8 * attn, rel=1e-6)
 
 
 # --- process groups -------------------------------------------------------------------------

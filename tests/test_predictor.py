@@ -44,6 +44,23 @@ def test_fit_leaves_the_prefill_extra_unfitted():
     assert fitted.coef["prefill_extra"] == 0.0 and set(fitted.coef) == set(P.TERMS)
 
 
+def test_the_attention_extra_prices_attention_flops_on_top_and_the_host_fit_keeps_it_at_0():
+    pred = _cpu_like()
+    long_cache, short_cache = forward_cost(SMOL, 64, 1000).to_dict(), forward_cost(SMOL, 64, 0).to_dict()
+    for cost in (long_cache, short_cache):
+        assert pred.terms_s(cost, "prefill")["attention"] == cost["flops"]["attn_scores"] / pred.peak
+    assert pred.coef["attention"] == 0.0  # unfitted: attention costs what any other FLOP costs
+    slow = replace(pred, coef={**pred.coef, "attention": 1.5})
+    extra = (long_cache["flops"]["attn_scores"] - short_cache["flops"]["attn_scores"]) / pred.peak
+    grows = (slow.predict_s(long_cache, "prefill") - slow.predict_s(short_cache, "prefill")
+             - (pred.predict_s(long_cache, "prefill") - pred.predict_s(short_cache, "prefill")))
+    assert grows == pytest.approx(1.5 * extra)
+    fitted = P.fit(pred, _samples(pred, {**TRUE_COEF, "attention": 0.5}))
+    assert fitted.coef["attention"] == 0.0  # not one of the host's fitted terms
+    old = replace(pred, coef={k: v for k, v in TRUE_COEF.items()})  # a coefficient set from before the term
+    assert old.coef["attention"] == 0.0 and old.predict_s(long_cache, "prefill") > 0
+
+
 def test_fit_recovers_known_coefficients():
     pred = _cpu_like()
     fitted = P.fit(pred, _samples(pred, TRUE_COEF))

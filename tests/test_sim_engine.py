@@ -85,6 +85,24 @@ def test_fast_step_time_agrees_with_the_cost_function(preset, tp):
         assert fast.of_rows(rows) == pytest.approx(step_time_s(spec, hw, s, rows), rel=1e-9)
 
 
+@pytest.mark.parametrize("preset", ["smollm2-135m", "gemma-2-9b", "deepseek-v3"])
+def test_fast_step_time_carries_an_attention_extra(preset):
+    """A real engine's fit prices attention FLOPs on top of the matrix rate (core.engines.fit):
+    the fast path must charge that too, windowed and latent attention included."""
+    from dataclasses import replace
+
+    spec, hw, s = load_model_preset(preset), load_hardware("h100-sxm"), Scenario()
+    base = predictor(spec, hw, s)
+    slow = replace(base, coef={**base.coef, "attention": 0.8, "prefill_extra": 0.01})
+    fast, plain = StepTime.fit(spec, hw, s, slow), StepTime.fit(spec, hw, s, base)
+    rng = random.Random(3)
+    for _ in range(20):
+        rows = [(rng.choice([1, rng.randint(2, 2048)]), rng.randint(0, 8000)) for _ in range(rng.randint(1, 16))]
+        assert fast.of_rows(rows) == pytest.approx(step_time_s(spec, hw, s, rows, slow), rel=1e-9)
+    long_rows = [(256, 6000), (1, 6000)]
+    assert fast.of_rows(long_rows) > plain.of_rows(long_rows)
+
+
 TOY = StepTime(base=1.0, per_token=0.01, n_layers=1)  # an iteration takes 1 s + 10 ms per token fed
 
 

@@ -201,17 +201,17 @@ def runner_prompt_ids() -> tuple[int, ...]:
 def engine_tpot(live, prompt_ids: tuple[int, ...], new_tokens: int = 48) -> dict[str, Any]:
     """The engine's TPOT on the runner's prompt, one stream, and what it implies per step."""
     from core.engines.base import EngineRequest, TokenArrival
-    from core.engines.fit import ENGINE_DTYPE, embedded_spec
+    from core.engines.fit import embedded_spec
     from core.predictor import cost_for_event
 
     times = [a.t_s for a in live.client.stream(EngineRequest(prompt_ids, new_tokens, ignore_eos=True))
              if isinstance(a, TokenArrival)]
     tpot = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
-    spec = embedded_spec()
-    step_bytes = cost_for_event(spec, 1, len(prompt_ids) + new_tokens // 2, 1, ENGINE_DTYPE).bytes["total"]
+    spec, dtype = embedded_spec(), live.setting.dtype
+    step_bytes = cost_for_event(spec, 1, len(prompt_ids) + new_tokens // 2, 1, dtype).bytes["total"]
     return {"tpot_ms": tpot * 1000 if tpot else None, "bytes_per_step": step_bytes, "tokens": len(times),
             "achieved_bandwidth_gb_s": step_bytes / tpot / 1e9 if tpot else None,
-            "ms_per_layer": tpot * 1000 / spec.n_layers if tpot else None, "dtype": ENGINE_DTYPE,
+            "ms_per_layer": tpot * 1000 / spec.n_layers if tpot else None, "dtype": dtype,
             "prompt_tokens": len(prompt_ids), "threads": live.setting.threads}
 
 

@@ -31,14 +31,14 @@ POISSON_REQUESTS = 16
 
 
 def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
-    samples = engine_fit.probe(engine.client, engine.setting.budget, repeats=repeats)
+    samples = engine_fit.probe(engine.client, engine.setting.budget, repeats=repeats, dtype=engine.setting.dtype)
     predictor = engine_fit.fit_engine(samples, engine.setting)
     return engine_fit.save(engine.setting, predictor, samples, engine.version)
 
 
 def new_run(engine: LiveEngine, note: str = "") -> EngineRun:
     s = engine.setting
-    model = {"vllm": "SmolLM2-135M-Instruct (bf16)", "llama-server": "SmolLM2-135M-Instruct (Q4_1 GGUF)"}.get(
+    model = {"vllm": f"SmolLM2-135M-Instruct ({s.dtype})", "llama-server": "SmolLM2-135M-Instruct (Q4_1 GGUF)"}.get(
         s.engine, f"served as {engine.client.model}")
     return EngineRun(engine=s.engine, setting=s.name, model=model, started_at="",
                      engine_version=engine.version,

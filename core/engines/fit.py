@@ -4,7 +4,8 @@ No second cost model: the probe measures the engine's forwards as the client see
 alone, as the TTFT of a one-token request; decode steps at a few batch sizes, as the steady gaps
 between tokens of that many concurrent streams), prices each with core.cost, and fits the host
 predictor's coefficients to them with core.predictor.fit, plus the fixed extra of a forward that
-carries a prompt (a term the host fit keeps at 0, see ENGINE_TERMS). One more difference:
+carries a prompt and the extra of attention over the cache (terms the host fit keeps at 0, see
+ENGINE_TERMS). One more difference:
 an engine's fixed cost per iteration (scheduler, sampler, detokeniser, HTTP) is its own, not the
 project's runner's, so the runner's measured overhead is not added; that constant is folded into
 the weight-stream (memory) term, which is also the same for every step of one model.
@@ -22,6 +23,7 @@ from statistics import median
 from typing import Any
 
 from core import settings
+from core.dtypes import normalize_dtype
 from core.engines.base import EngineClient, EngineError
 from core.engines.launch import EngineSetting
 from core.engines.player import play
@@ -30,15 +32,19 @@ from core.predictor import UNFITTED, Predictor, fit
 from core.sim.workload import Request
 from core.spec import ModelSpec
 
-ENGINE_DTYPE = "bf16"
-# The host fit's terms plus the fixed extra of a multi-token forward: an engine's prefill pays a
-# cost per iteration that carries a prompt (building its attention metadata, then the request's
-# first-token bookkeeping), measured here as short prompts' TTFT well above a decode step.
-ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra")
+DEFAULT_DTYPE = "bf16"  # what a fit saved before fits carried their dtype was priced in
+# The host fit's terms plus two the host keeps at 0. The fixed extra of a multi-token forward: an
+# engine's prefill pays a cost per iteration that carries a prompt (building its attention
+# metadata, then the request's first-token bookkeeping), measured here as short prompts' TTFT well
+# above a decode step. The attention extra: an engine's attention kernel over a long cache can run
+# well below its matrix products' rate, which shows as each later chunk of a chunked prompt taking
+# longer than the compute term alone charges; the probe's prefill lengths span a share of
+# attention from almost none to a fifth of the FLOPs, so the two rates are told apart.
+ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra", "attention")
 PREFILL_LENGTHS = (32, 256, 768, 1536)
 DECODE_BATCHES = (1, 4, 8, 16)
 DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
-FITS_FORMAT = 2  # 2: each fit carries the ceilings it was fitted on
+FITS_FORMAT = 3  # 2: each fit carries the ceilings it was fitted on; 3: and the attention extra
 KV_SPACE_BYTES = 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1 (core.engines.launch)
 
 
@@ -48,7 +54,7 @@ def embedded_spec() -> ModelSpec:
     return load_model_preset("smollm2-135m")
 
 
-def prefill_forwards(spec: ModelSpec, n: int, budget: int) -> list[dict]:
+def prefill_forwards(spec: ModelSpec, n: int, budget: int, dtype: str = DEFAULT_DTYPE) -> list[dict]:
     """The forwards an engine with `budget` tokens per iteration runs for an n-token prompt alone:
     chunks of at most `budget`, each over the chunks before it (one forward when n <= budget)."""
     from core.predictor import cost_for_event
@@ -56,12 +62,13 @@ def prefill_forwards(spec: ModelSpec, n: int, budget: int) -> list[dict]:
     out, done = [], 0
     while done < n:
         chunk = min(budget, n - done)
-        out.append(cost_for_event(spec, chunk, done, 1, ENGINE_DTYPE).to_dict())
+        out.append(cost_for_event(spec, chunk, done, 1, dtype).to_dict())
         done += chunk
     return out
 
 
-def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7) -> list[tuple[dict | list[dict], str, float]]:
+def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7,
+          dtype: str = DEFAULT_DTYPE) -> list[tuple[dict | list[dict], str, float]]:
     """(cost, phase, measured seconds) of prefills alone (priced as the chunks `budget` makes of
     them) and of decode steps at DECODE_BATCHES. One short request first, unmeasured: the first
     request after a quiet spell ran 30 ms slower than the next ones."""
@@ -77,7 +84,7 @@ def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7) ->
             rid += 1
             ttft = run.requests[0].ttft_s
             if ttft is not None:
-                forwards = prefill_forwards(spec, n, budget)
+                forwards = prefill_forwards(spec, n, budget, dtype)
                 samples.append((forwards if len(forwards) > 1 else forwards[0], "prefill", ttft))
         for b in DECODE_BATCHES:
             requests = [Request(rid + k, 0.0, DECODE_PROMPT, DECODE_OUTPUT) for k in range(b)]
@@ -86,7 +93,7 @@ def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7) ->
             steps = [step for r in run.requests if not r.error and (step := steady_step_s(r.token_s)) is not None]
             if steps:
                 cached = DECODE_PROMPT + DECODE_OUTPUT // 2
-                samples.append((cost_for_event(spec, 1, cached, b, ENGINE_DTYPE).to_dict(), "decode", median(steps)))
+                samples.append((cost_for_event(spec, 1, cached, b, dtype).to_dict(), "decode", median(steps)))
     return samples
 
 
@@ -104,12 +111,12 @@ def _probe_run() -> EngineRun:
     return EngineRun(engine="probe", setting="probe", model="smollm2", started_at="")
 
 
-def base_predictor() -> Predictor:
+def base_predictor(dtype: str = DEFAULT_DTYPE) -> Predictor:
     """The host predictor for the embedded model in the engine's dtype, unfitted, without the
     runner's own per-forward overhead (see the module docstring)."""
     from core.predictor import host_predictor
 
-    return replace(host_predictor(embedded_spec(), ENGINE_DTYPE, use_fit=False), overhead_s=0.0)
+    return replace(host_predictor(embedded_spec(), dtype, use_fit=False), overhead_s=0.0)
 
 
 MAX_FIT_ERROR = 0.35  # a fit worse than this on its own probe says the probe was disturbed, not the engine
@@ -121,7 +128,7 @@ def fit_engine(samples: list[tuple[dict | list[dict], str, float]], setting: Eng
     if len(kept) < 6:
         raise EngineError(f"the probe of {setting.name} measured only {len(kept)} usable forwards; "
                           "the engine may have failed or be overloaded: calibrate again")
-    fitted = fit(base_predictor(), kept, label=f"engine {setting.name}", terms=ENGINE_TERMS)
+    fitted = fit(base_predictor(setting.dtype), kept, label=f"engine {setting.name}", terms=ENGINE_TERMS)
     errors = sorted(abs(_predicted(fitted, c, p) - m) / m for c, p, m in kept)
     if errors[len(errors) // 2] > MAX_FIT_ERROR:
         raise EngineError(f"the probe of {setting.name} does not fit itself (median error "
@@ -142,9 +149,10 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict 
          engine_version: str = "") -> dict[str, Any]:
     from core.cost import kv_bytes_per_token
 
-    entry = {"coef": dict(predictor.coef), "dtype": ENGINE_DTYPE, "engine": setting.engine,
+    dtype = normalize_dtype(predictor.dtype)
+    entry = {"coef": dict(predictor.coef), "dtype": dtype, "engine": setting.engine,
              "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
-             "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), ENGINE_DTYPE),
+             "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), dtype),
              "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
              "samples": [_sample_record(predictor, c, p, m) for c, p, m in samples],
              # the ceilings the coefficients multiply, kept with them: a later host calibration (or none,
@@ -190,7 +198,8 @@ def engine_predictor(name: str) -> tuple[Predictor, dict[str, Any]] | None:
         base = entry["base"]
         coef = {**UNFITTED, **{k: float(v) for k, v in entry["coef"].items() if k in UNFITTED}}
         predictor = Predictor(hardware=spec_from_dict(base["hardware"], measured=True), n_layers=int(base["n_layers"]),
-                              dtype=ENGINE_DTYPE, overhead_s=float(base["overhead_s"]),
+                              dtype=normalize_dtype(entry.get("dtype", DEFAULT_DTYPE)),
+                              overhead_s=float(base["overhead_s"]),
                               bandwidth=float(base["bandwidth"]), peak=float(base["peak"]), coef=coef, fitted=True,
                               fit_info={"engine_fit": name, "engine": entry.get("engine"),
                                         "fitted_at": entry.get("fitted_at")})

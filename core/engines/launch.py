@@ -24,6 +24,34 @@ def engines_dir() -> Path:
     return settings.engines_dir()
 
 
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags Linux reports for this CPU (empty where there is no /proc/cpuinfo)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def engine_dtype(flags: frozenset[str] | None = None) -> str:
+    """The dtype vLLM serves the embedded model in here, as the cost model spells it ("bf16"/"fp32").
+
+    vLLM's CPU kernels for bf16 are written for AVX-512; on a CPU without it (AVX2 only) they fall
+    back to a path that was measured 4-5x slower than fp32 on the same machine, so fp32 is chosen
+    there. PDLAB_ENGINE_DTYPE overrides the choice."""
+    chosen = settings.engine_dtype_setting()
+    if chosen != "auto":
+        return "bf16" if chosen == "bfloat16" else "fp32"
+    return "bf16" if "avx512f" in (cpu_flags() if flags is None else flags) else "fp32"
+
+
+def vllm_dtype_name(dtype: str) -> str:
+    return {"bf16": "bfloat16", "fp32": "float32"}[dtype]
+
+
 def vllm_python() -> Path:
     return engines_dir() / "vllm-venv" / "bin" / "python"
 
@@ -42,6 +70,12 @@ class EngineSetting:
     max_seqs: int = 16  # concurrent sequences (vLLM --max-num-seqs, llama-server -np)
     threads: int = 2
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the fit prices this setting's forwards in: vLLM's serving dtype here; the GGUF
+        llama-server serves is priced as bf16 (its scale is the fit's to absorb)."""
+        return engine_dtype() if self.engine == "vllm" else "bf16"
 
     @property
     def label(self) -> str:
@@ -74,7 +108,7 @@ def engine_process(setting: EngineSetting, model_dir: Path, gguf: Path | None = 
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
         command = [str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                    "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
-                   "--dtype", "bfloat16", "--max-model-len", str(MAX_MODEL_LEN),
+                   "--dtype", vllm_dtype_name(engine_dtype()), "--max-model-len", str(MAX_MODEL_LEN),
                    "--max-num-batched-tokens", str(setting.budget), "--max-num-seqs", str(setting.max_seqs),
                    "--no-enable-prefix-caching"]
         return EngineProcess(setting.name, command, f"{base}/health", logs / f"{setting.name}.log", env), base

@@ -157,8 +157,10 @@ def deployment(config: SimConfig, engine=None) -> tuple[ModelSpec, HardwareSpec,
 
 def engine_fit(config: SimConfig):
     """(predictor, saved entry) when `config.hardware` names a real engine's fit (core.engines.fit),
-    else None. Such a fit prices the embedded model on this server in bf16, one copy, tp 1."""
-    from core.engines.fit import ENGINE_DTYPE, engine_predictor
+    else None. Such a fit prices the embedded model on this server in the dtype the engine served
+    (saved with the fit), one copy, tp 1."""
+    from core.dtypes import normalize_dtype
+    from core.engines.fit import engine_predictor
     from core.hardware import list_presets
 
     if config.hardware in list_presets():
@@ -166,8 +168,9 @@ def engine_fit(config: SimConfig):
     found = engine_predictor(config.hardware)
     if found is None:
         return None
-    if config.model != "smollm2-135m" or config.dtype != ENGINE_DTYPE or config.tp != 1:
-        raise ValueError(f"{config.hardware!r} is a real engine's fit for smollm2-135m in {ENGINE_DTYPE} on one "
+    served = found[0].dtype
+    if config.model != "smollm2-135m" or normalize_dtype(config.dtype) != served or config.tp != 1:
+        raise ValueError(f"{config.hardware!r} is a real engine's fit for smollm2-135m in {served} on one "
                          f"device: simulate that model and dtype with tp 1 (got {config.model}, {config.dtype}, "
                          f"tp {config.tp})")
     return found
