@@ -353,17 +353,23 @@ GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
 
 
 
+def _sig(value: float, digits: int = 5) -> float:
+    """`value` to `digits` significant figures: the roofline's axes are logarithmic, so a fixed number
+    of decimals would flatten a slow machine's (or a tiny model's) 0.006 GFLOP/s to 0.006."""
+    return float(f"{value:.{digits}g}")
+
+
 def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     e = events[k]
     if not e.cost or e.latency_ms <= 0:
         return {}
     flops, nbytes = e.cost["flops"]["total"], e.cost["bytes"]["total"]
-    x = round(flops / nbytes, 4)
+    x = _sig(flops / nbytes)
     label = "prefill" if e.phase == "prefill" else f"decode step {k}"
-    append = {"1" if e.phase == "prefill" else "2": {"x": [x], "y": [round(flops / (e.latency_ms / 1e3) / GIGA, 4)],
+    append = {"1" if e.phase == "prefill" else "2": {"x": [x], "y": [_sig(flops / (e.latency_ms / 1e3) / GIGA)],
                                                       "customdata": [f"{label}, measured {e.latency_ms:.1f} ms"]}}
     if e.predicted_ms:
-        append["3"] = {"x": [x], "y": [round(flops / (e.predicted_ms / 1e3) / GIGA, 4)],
+        append["3"] = {"x": [x], "y": [_sig(flops / (e.predicted_ms / 1e3) / GIGA)],
                        "customdata": [f"{label}, predicted {e.predicted_ms:.1f} ms"]}
     return {"append": append}
 
