@@ -361,9 +361,9 @@ def recording_beside_run(pairs: list[tuple[str, float, float]]) -> str:
     lines = [f"**The recording beside your run:** {what} took **{_num(recorded)} ms** on the recording machine "
              f"(measured there) and **{_num(here)} ms** in your last run on this server (measured here), "
              f"{_how_far(recorded, here)}." for what, recorded, here in pairs]
-    lines.append("The recording was made on another computer, or the same kind at another moment; a shared "
-                 "machine's speed comes and goes with the other work on it, so compare the recording's shapes, "
-                 "and press the button for this server's own milliseconds.")
+    lines.append("The recording was made at another moment on the computer its caption names, which may differ "
+                 "from this one; a shared machine's speed also comes and goes with the other work on it, so compare "
+                 "the recording's shapes, and press the button for this server's own milliseconds.")
     return " ".join(lines)
 
 

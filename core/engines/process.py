@@ -85,7 +85,7 @@ class EngineProcess:
             if progress and waited - reported >= 5.0:
                 reported = waited
                 progress(min(0.99, waited / timeout_s), f"starting {self.name}: {waited:.0f} s so far "
-                                                        "(vLLM takes 1-3 minutes on a cold machine)")
+                                                        "(vLLM took 1-7 minutes on the 2-core machines tried)")
             time.sleep(0.5)
 
     def _healthy(self) -> bool:
