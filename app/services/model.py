@@ -22,7 +22,8 @@ from core.calibrate import resolve_hardware
 from core.model import load_default
 from core.predictor import default_annotator
 
-_ceilings_lock = threading.Lock()
+_ceilings_lock = threading.Lock()  # held by the job that measures, for as long as it measures
+_calibration_start_lock = threading.Lock()  # only ever held for a moment: script threads take it
 _ceilings: Ceilings | None = None
 
 
@@ -121,8 +122,12 @@ _calibration_job: CalibrationJob | None = None
 
 
 def start_calibration(loaded: Any) -> None:
+    """Queue the once-per-server calibration. Called from every script run, so it must never wait
+    on the measuring itself: behind the ceilings' lock every page froze for the whole calibration
+    (38 s on a 2-core AVX2 machine), and a Generate pressed then went unpolled for that long and was
+    abandoned."""
     global _calibration_job
-    with _ceilings_lock:
+    with _calibration_start_lock:
         if _calibration_job is None:
             _calibration_job = CalibrationJob(get_queue(), loaded).start()
 
