@@ -209,7 +209,10 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
         outcomes, rss_series = [], []
         for i in range(50):
-            page.get_by_role("button", name="Generate").click()
+            # Streamlit disables every widget while its connection to the server is down; under this
+            # load on a slow 2-core machine a reconnect took over 30 s once (Generate disabled, the
+            # websocket closed with 1006), so the click waits for the page to be back, up to 2 minutes.
+            page.get_by_role("button", name="Generate").click(timeout=120_000)
             if i % 5 == 0:
                 page.get_by_text("Use the chat template").click()  # a widget change mid-run
             time.sleep(0.2 + (i % 3) * 0.2)
