@@ -52,7 +52,8 @@ def test_batching_figure_marks_the_predicted_crossover():
     roofline = {"ridge_flop_per_byte": 11.1, "decode_intensity": 0.5, "batch": 22.2}
     fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0,
                                          "roofline": roofline})
-    assert {t.name for t in fig.data} == {"measured here", "predicted (latency model)"}
+    assert {t.name for t in fig.data} == {"measured here", "predicted (latency model)",
+                                          "compute-bound from batch ≈ 20 (predicted)"}
     assert any("compute-bound" in (a.text or "") and "predicted" in a.text for a in fig.layout.annotations)
     assert any("roofline estimate" in (a.text or "") and "22 (computed)" in a.text for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
@@ -75,7 +76,7 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 38.0,
               "roofline": {"ridge_flop_per_byte": 11.12, "decode_intensity": 0.502, "batch": 22.2}}
     text = panel_figures.batching_summary(result)
-    assert "from batch 1 to 16 the step time grew **×1.6** (57.2 → 92.4 ms per step)" in text
+    assert "from batch 1 to 16 the step time grew **×1.6** (median step 57.2 → 92.4 ms)" in text
     assert "16× as many sequences" in text
     assert "tokens per second grew **×9.9** (17.5 → 173 tokens/s)" in text
     assert "multiplied by ×1.90 (1 → 2), ×1.82 (2 → 4)" in text and "×1.63 (8 → 16):" in text
@@ -349,3 +350,31 @@ def test_panels_pair_the_recordings_numbers_with_the_runs_only_for_the_same_quan
     assert [p[1:] for p in panels._batching_pairs(batching, fixed)] == [
         (first["prefill ms (measured)"], 250.0), (first["decode step ms (measured, median)"], 71.0)]
     assert panels._batching_pairs(batching, _fake_run("x", 5, [250.0, 70.0], batch=4)) == []
+
+
+def test_a_recordings_prediction_lines_say_whose_latency_model_drew_them():
+    """On a recording the predicted lines are the recording machine's latency model, not this server's:
+    the legend says so, and the dotted line at the predicted crossover says in the legend what it marks."""
+    rows = [{"batch": b, "decode step ms (measured, median)": 60.0 + b, "tokens/s (measured)": b * 1000 / (60 + b),
+             "prefill ms (measured)": 140.0} for b in (1, 2, 4)]
+    predicted = [{"batch": b, "step ms (predicted)": 62.0 + b, "tokens/s (predicted)": b * 1000 / (62 + b)}
+                 for b in (1, 2, 4, 8, 16, 32, 64)]
+    result = {"rows": rows, "predicted": predicted, "compute_bound_from": 54.0}
+    fig = panel_figures.batching_figure(result, "the recording machine", "measured (recording)")
+    names = {t.name for t in fig.data if t.showlegend is not False}
+    assert names == {"measured (recording)", "predicted for the recording machine",
+                     "compute-bound from batch ≈ 54 (predicted)"}
+    crossover = next(t for t in fig.data if t.name.startswith("compute-bound"))
+    lines = [s for s in fig.layout.shapes if s.type == "line"]
+    assert lines and all(s.x0 == 54.0 and s.line.dash == crossover.line.dash == "dot" for s in lines)
+    assert all("predicted for the recording machine" in t.hovertemplate for t in fig.data
+               if t.legendgroup == "pred")
+    compare = panel_figures.compare_figure(_compare_result(), "The recording's prompt", "the recording machine")
+    legend = [t.name for t in compare.data if t.showlegend is not False]
+    assert "thin lines: predicted for the recording machine" in legend
+    assert all("predicted for the recording machine" in t.hovertemplate for t in compare.data
+               if t.mode == "lines" and t.hovertemplate)
+    assert not any("recording" in (t.name or "") for t in panel_figures.compare_figure(_compare_result()).data)
+    low = {**_compare_result(), "predicted": {"none": [m / 1.3 for m in _compare_result()["modes"]["none"]]}}
+    assert "The recording machine's latency model draws a no-cache line that runs about 23% below" in \
+        panel_figures.compare_summary(low, recorded=True)

@@ -320,7 +320,7 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
             {"text": f"compute roof {c.peak_flops / GIGA:.0f} GFLOP/s", "x": math.log10(hi),
              "y": math.log10(c.peak_flops / GIGA), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
              "font": {"size": 12}},
-            {"text": f"bandwidth slope {c.bandwidth / 1e9:.1f} GB/s", "x": math.log10(lo * 4),
+            {"text": f"bandwidth slope {c.bandwidth / 1e9:.2f} GB/s", "x": math.log10(lo * 4),
              "y": math.log10(c.bandwidth * lo * 4 / GIGA), "xanchor": "left", "yanchor": "bottom",
              "showarrow": False, "textangle": -28, "font": {"size": 12}},
         ]

@@ -7,6 +7,7 @@ no value yet (before the first run) reads as an em dash.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from functools import cache
@@ -40,6 +41,9 @@ def text(name: str, values: dict[str, str] | None = None) -> str:
 # A prefill this much slower than predicted was held up by something the model's work cannot explain
 # (the latency section calls the same gap noise); below it, the prediction accounts for the time.
 HELD_UP = 1.25
+# A prefill right of the ridge that reaches this share of the compute roof (percent) is called
+# compute-bound outright; below it, only in principle: it ran far below the roof.
+NEAR_ROOF_PCT = 50
 
 
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
@@ -59,7 +63,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     c = ctx.ceilings
     if c.bandwidth and c.peak_flops:
         v["ridge"] = f"{c.peak_flops / c.bandwidth:.1f}"  # the precision of the intensities it is compared with
-        v["ceiling_gbs"] = f"{c.bandwidth / 1e9:.1f} GB/s"
+        v["ceiling_gbs"] = f"{gbs_text(c.bandwidth)} GB/s"
     if events:
         v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
         v["prefill_error_note"] = ""
@@ -87,6 +91,28 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     if events:
         v.update(_prefill_figures(events[0], ctx))
     return v
+
+
+def gbs_text(bandwidth: float) -> str:
+    """A bandwidth ceiling in GB/s as the page prints it: two decimals, the precision at which a reader
+    dividing a printed size by it gets the printed time (the "about this run" table prints the same)."""
+    return f"{bandwidth / 1e9:.2f}"
+
+
+def _mb_text(nbytes: float) -> str:
+    """A size in MB: whole MB from 100 up, else three significant figures (the tiny test model)."""
+    mb = nbytes / 1e6
+    return f"{mb:,.0f}" if mb >= 100 else f"{mb:.3g}"
+
+
+def _printed(text: str) -> float:
+    """The number a reader sees in a printed figure ("1,234" reads as 1234)."""
+    return float(text.replace(",", ""))
+
+
+def _whole_ms(value: float) -> str:
+    """Milliseconds in whole numbers from 10 up, else two significant figures."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -160,10 +186,11 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         return v
     bw = ctx.ceilings.bandwidth
     step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-    v["step_mb"] = f"{step_bytes / 1e6:.0f}"
-    papers = [p for p in (perf.paper_ms(e, bw) for e in decode) if p is not None]
-    if papers:  # one decimal: the weights-only and cache parts below differ by less than a millisecond
-        v["paper_ms"] = f"{statistics.median(papers):.1f}"
+    v["step_mb"] = _mb_text(step_bytes)
+    if bw:  # one decimal: the weights-only and cache parts below differ by less than a millisecond
+        # divided from the printed MB and GB/s, so the reader's own division gives the printed time (the
+        # dashed line, perf.paper_ms per step, uses the unrounded figures: they differ by under 0.1%)
+        v["paper_ms"] = f"{_printed(v['step_mb']) / _printed(gbs_text(bw)):.1f}"
     terms = perf.median_terms_ms(decode)
     predicted = [e.predicted_ms for e in decode if e.predicted_ms is not None]
     if not terms or not predicted:
@@ -174,9 +201,12 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         v[f"p_{key}_ms"] = _ms(terms.get(key, 0.0))
     weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
     kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
-    if bw:
-        v["paper_weights_ms"] = f"{1000.0 * weight_bytes / bw:.1f}"
-        v["paper_kv_ms"] = _ms(1000.0 * kv_bytes / bw)
+    if bw:  # the two parts of the dashed line, printed so that they add up to its printed time
+        weights_ms, kv_ms = 1000.0 * weight_bytes / bw, 1000.0 * kv_bytes / bw
+        if kv_ms >= 0.05:
+            weights_ms, kv_ms = split_rounded([weights_ms, kv_ms], _printed(v["paper_ms"]), 1)
+        v["paper_weights_ms"] = f"{weights_ms:.1f}"
+        v["paper_kv_ms"] = _ms(kv_ms)  # below 0.05 ms: two significant figures, next to nothing in the sum
     if terms.get("memory"):
         v["weights_gbs"] = f"{weight_bytes / (terms['memory'] / 1e3) / 1e9:.1f} GB/s"
     kv_share = (f"this step moves {fmt_bytes(kv_bytes)} of cache against {fmt_bytes(weight_bytes)} of weights "
@@ -199,6 +229,23 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
     v["rest_sentence"] = _rest_sentence(measured, pred, fast / len(decode))
     return v
+
+
+def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
+    """`parts` rounded to `digits` decimals so that they add up to `total` (a printed, rounded sum):
+    each part is rounded down, then the units still missing go to the parts that lost the most
+    (largest remainder), so every part stays within one unit of its own value."""
+    unit = 10.0 ** -digits
+    scaled = [p / unit for p in parts]
+    counts = [math.floor(x) for x in scaled]
+    missing = round(total / unit) - sum(counts)
+    by_remainder = sorted(range(len(parts)), key=lambda i: scaled[i] - counts[i], reverse=True)
+    for k in range(abs(missing)):
+        if missing > 0:
+            counts[by_remainder[k % len(parts)]] += 1
+        else:  # the printed total came out below the parts' floors: take from the smallest remainders
+            counts[by_remainder[-1 - k % len(parts)]] -= 1
+    return [round(c * unit, digits) for c in counts]
 
 
 def _ms(value: float) -> str:
@@ -255,24 +302,26 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             if intensity >= ridge else
             f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
             "bandwidth")
-        bytes_ms = 1000.0 * prefill.cost["bytes"]["total"] / bw
+        # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
+        mb = _mb_text(prefill.cost["bytes"]["total"])
+        bytes_ms = _whole_ms(_printed(mb) / _printed(gbs_text(bw)))
         roof_ms = 1000.0 * flops / peak
         predicted = sum((prefill.predicted_terms_ms or {}).values())
         measured = prefill.latency_ms
-        share = 100.0 * roof_ms / measured if measured else 0.0
-        head = (f"**So was this prefill compute-bound?** Yes, in the roofline's sense: its "
-                f"{prefill.cost['bytes']['total'] / 1e6:,.0f} MB (computed) would take only {bytes_ms:.0f} ms at "
-                f"{bw / 1e9:.1f} GB/s and its FLOPs {roof_ms:.0f} ms at the roof (computed), so it waits on "
-                f"arithmetic, not on memory. It took {measured:.0f} ms (measured), about {share:.0f}% of the "
-                "roof's speed. ")
+        pct = v["prefill_pct_of_peak"]  # roof time ÷ measured time is achieved ÷ peak: one figure, printed once
+        near = int(pct) >= NEAR_ROOF_PCT
+        head = (f"**So was this prefill compute-bound?** "
+                f"{'Yes.' if near else 'Only in principle: it ran far below the roof.'} Being right of the "
+                f"ridge means its arithmetic, not its memory traffic, sets the limit: its {mb} MB (computed) would "
+                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_whole_ms(roof_ms)} ms "
+                f"even at the roof (computed). It took {measured:.0f} ms (measured), so it reached {'' if near else 'only '}"
+                f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
         elif measured <= HELD_UP * predicted:
-            tail = (f"The latency model predicts {predicted:.0f} ms for it: the roof time, plus arithmetic done "
-                    "more slowly in matrix products this thin, plus the fixed cost of every layer. So arithmetic "
-                    "is what sets its time, just not at the roof's speed.")
+            tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
         else:
-            tail = (f"The latency model, which counts the thin matrix products and the fixed cost per layer, "
+            tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
                     f"predicts {predicted:.0f} ms; the other {measured - predicted:.0f} ms were not the model's "
                     "work: something else held it up (other work on this shared computer, or the first run after "
                     "the server started warming its memory). Press Generate again and it usually lands nearer "
@@ -283,6 +332,23 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
             "moving its bytes, not arithmetic, set its pace.")
     return v
+
+
+def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
+    """The latency model's prediction of a prefill split into arithmetic, moved bytes and fixed costs,
+    printed in whole ms that add up to the printed total, and which of them sets its time."""
+    total = sum(terms_ms.values())
+    arithmetic = terms_ms.get("compute", 0.0) + terms_ms.get("attention", 0.0)
+    moving = terms_ms.get("memory", 0.0) + terms_ms.get("kv", 0.0)
+    a, m, f = (int(x) for x in split_rounded([arithmetic, moving, total - arithmetic - moving], round(total), 0))
+    text = (f"The latency model, fitted to timed forwards, predicts {a + m + f} ms for it and, unlike the roofline, "
+            f"adds the parts up instead of keeping only the larger one: {a} ms of arithmetic, {m} ms moving the "
+            f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward (predicted). ")
+    if 2 * a >= a + m + f:
+        return text + "Arithmetic is most of that, so arithmetic is what sets its time, just not at the roof's speed."
+    return text + (f"Arithmetic is less than half of that: with only {tokens} rows in each matrix "
+                   "product, reading the weights and the fixed costs of every layer take longer than the "
+                   "arithmetic itself.")
 
 
 # A head whose vectors are this many times as long as the others' (mean over positions) stands out
@@ -320,6 +386,6 @@ def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which
                    f"{longest:.0%} of the {n} positions (measured).")
     if longest >= 0.8:
         text += (" Every head of a layer projects the same input vector at a position, so a head that is "
-                 "longest nearly everywhere owes it to its own projection weights, learned in training, "
-                 "not to particular tokens.")
+                 "longest nearly everywhere owes it to its own projection weights (the matrix that turns that "
+                 f"input vector into the head's {which}s), learned in training, not to particular tokens.")
     return text

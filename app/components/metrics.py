@@ -42,7 +42,7 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
         ceiling = ctx.ceilings.bandwidth
         note = "computed bytes ÷ measured time"
         if ceiling:
-            note += f"; ceiling {ceiling / 1e9:.1f} GB/s calibrated ({100 * gbs / ceiling:.0f}% of it)"
+            note += f"; ceiling {ceiling / 1e9:.2f} GB/s calibrated ({100 * gbs / ceiling:.0f}% of it)"
         out.append({"label": "Achieved bandwidth (decode)", "value": f"{gbs / 1e9:.1f} GB/s", "note": note})
     return out
 

@@ -31,9 +31,11 @@ def _usable(result: dict[str, Any]) -> dict[str, list[float]]:
     return {m: v[:n] for m, v in modes.items()}
 
 
-def compare_figure(result: dict[str, Any], whose: str = "Your prompt") -> go.Figure:
+def compare_figure(result: dict[str, Any], whose: str = "Your prompt", where: str = "this machine") -> go.Figure:
     """Cumulative and per-step time for each cache mode, same prompt and token count: measured, with
-    the predictor's per-step time as a thin line beside it. `whose` names the prompt in the title."""
+    the predictor's per-step time as a thin line beside it. `whose` names the prompt in the title;
+    `where`, the machine whose latency model drew the thin lines (a recording's are not this server's,
+    and the legend says so)."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("Total time so far (measured)", "Each forward: ● measured, ─ predicted"))
     predicted = result.get("predicted", {})
@@ -58,7 +60,12 @@ def compare_figure(result: dict[str, Any], whose: str = "Your prompt") -> go.Fig
         if any(p is not None for p in pred[:len(steps)]):
             fig.add_scatter(x=steps, y=pred[:len(steps)], mode="lines", showlegend=False, legendgroup=mode,
                             line={"color": color, "width": 1.5, "dash": dash}, row=1, col=2,
-                            hovertemplate="forward %{x}: %{y:.1f} ms predicted<extra>" + label + "</extra>")
+                            hovertemplate="forward %{x}: %{y:.1f} ms " + predicted_for(where)
+                            + "<extra>" + label + "</extra>")
+    if where != "this machine" and any(any(p is not None for p in v) for v in predicted.values()):
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=f"thin lines: {predicted_for(where)}",
+                        line={"color": pal.GREY, "width": 1.5}, hoverinfo="skip", legendrank=len(MODE_STYLE) + 1,
+                        row=1, col=2)
     n = len(next(iter(modes.values()))) if modes else result.get("n_tokens", "?")
     fig.update_layout(**pal.base_layout(f"{whose} ({result.get('prompt_len', '?')} tokens), then {n} tokens "
                                         "generated three ways", height=400))
@@ -110,7 +117,7 @@ def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
                    f"**{sum(off) / sum(dyn):.1f}×** the {sum(dyn) / 1000:.1f} s with it. With the cache a decode "
                    f"step feeds the model **1 new token**; without it, forward *k* feeds all {prompt} + *k* tokens "
                    f"again, so every step is a prefill of the whole sequence so far "
-                   f"(here {_mean(off[1:]):.0f} ms per step, against {_mean(dyn[1:]):.0f} ms with the cache) and "
+                   f"(here a mean of {_mean(off[1:]):.0f} ms per step, against {_mean(dyn[1:]):.0f} ms with the cache) and "
                    f"the gap keeps "
                    f"widening with every token.")
         predicted = [(m, p) for m, p in zip(off, (result.get("predicted") or {}).get("none") or [], strict=False)
@@ -118,7 +125,9 @@ def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
         if predicted:
             gap = statistics.median(p / m for m, p in predicted) - 1  # < 0: the prediction is too fast
             if abs(gap) > 0.10:  # beyond the typical error of its other predictions
-                out[-1] += (f" The latency model's no-cache line runs about {abs(gap):.0%} "
+                whose = "The recording machine's latency model draws a no-cache line that" if recorded else \
+                    "The latency model's no-cache line"
+                out[-1] += (f" {whose} runs about {abs(gap):.0%} "
                             f"{'below' if gap < 0 else 'above'} these measured forwards (median over them): it was "
                             "fitted on cached decode steps and single prefills, and forwards that re-read the "
                             "whole sequence at every step came out "
@@ -142,6 +151,17 @@ def _mean(values: list[float]) -> float:
 PREDICTED_NAME = "predicted (latency model)"
 
 
+def predicted_for(where: str) -> str:
+    """"predicted", or "predicted for the recording machine": a recording's latency-model lines were
+    drawn by the model fitted on the machine it was recorded on, not this server's."""
+    return "predicted" if where == "this machine" else f"predicted for {where}"
+
+
+def predicted_name(where: str) -> str:
+    """The legend name of the latency model's line on a chart of `where`'s numbers."""
+    return PREDICTED_NAME if where == "this machine" else predicted_for(where)
+
+
 def batching_figure(result: dict[str, Any], where: str = "this machine",
                     measured_name: str = "measured here") -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
@@ -161,13 +181,15 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
     if predicted:
         xs = [p["batch"] for p in predicted]
         fig.add_scatter(x=xs, y=[p["step ms (predicted)"] for p in predicted], mode="lines+markers",
-                        name=PREDICTED_NAME, legendgroup="pred",
+                        name=predicted_name(where), legendgroup="pred",
                         line={"color": pal.PREDICTED, "dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
-                        row=1, col=1, hovertemplate="batch %{x}: %{y:.0f} ms per step, predicted<extra></extra>")
+                        row=1, col=1,
+                        hovertemplate=f"batch %{{x}}: %{{y:.0f}} ms per step, {predicted_for(where)}<extra></extra>")
         fig.add_scatter(x=xs, y=[p["tokens/s (predicted)"] for p in predicted], mode="lines+markers",
-                        name=PREDICTED_NAME, legendgroup="pred", showlegend=False,
+                        name=predicted_name(where), legendgroup="pred", showlegend=False,
                         line={"color": pal.PREDICTED, "dash": "dash"}, marker={"symbol": "diamond-open", "size": 9},
-                        row=1, col=2, hovertemplate="batch %{x}: %{y:.0f} tokens/s, predicted<extra></extra>")
+                        row=1, col=2,
+                        hovertemplate=f"batch %{{x}}: %{{y:.0f}} tokens/s, {predicted_for(where)}<extra></extra>")
     if rows:
         xs = [r["batch"] for r in rows]
         fig.add_scatter(x=xs, y=[r["decode step ms (measured, median)"] for r in rows], mode="lines+markers",
@@ -188,8 +210,12 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
                            text="predicted only", showarrow=False, yanchor="bottom", font={"size": 12},
                            row=1, col=1)
     if crossover:
+        line = {"color": pal.VERMILLION, "dash": "dot", "width": 2}
         for col in (1, 2):
-            fig.add_vline(x=crossover, line={"color": pal.VERMILLION, "dash": "dot", "width": 2}, row=1, col=col)
+            fig.add_vline(x=crossover, line=line, row=1, col=col)
+        # the lines themselves carry no text: the legend says what they mark, in both panels
+        fig.add_scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip", row=1, col=1,
+                        name=crossover_name(crossover))
         # at the foot, left of its line: the throughput curves climb through the top of the panel there
         fig.add_annotation(x=math.log10(crossover), y=0.02, yref="y2 domain", xref="x2", yanchor="bottom",
                            text=f"compute-bound from<br>batch ≈ {crossover:.0f} (predicted)", showarrow=False,
@@ -213,6 +239,12 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
     fig.update_yaxes(title_text="tokens/s (log scale)", type="log", tickvals=marks,
                      ticktext=[f"{m:g}" for m in marks], row=1, col=2)
     return pal.fit_legend(fig)
+
+
+def crossover_name(crossover: float) -> str:
+    """The legend name of the dotted line at the batch where the latency model's decode step turns
+    compute-bound (its arithmetic overtakes its reading of weights, cache and activations)."""
+    return f"compute-bound from batch ≈ {crossover:.0f} (predicted)"
 
 
 def _owner(where: str) -> str:
@@ -247,7 +279,7 @@ def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
     if worst is None:
         return ""
     a, b, pa, pb = worst
-    return (f"The measured step time rose most against the prediction from batch {a['batch']} to {b['batch']}: "
+    return (f"The measured median step time rose most against the prediction from batch {a['batch']} to {b['batch']}: "
             f"+{100 * (_step(b) / _step(a) - 1):.0f}% ({_num(_step(a))} → {_num(_step(b))} ms), where the latency "
             f"model expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
             "not capture everything the CPU's matrix routines do with a few rows at once.")
@@ -270,7 +302,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
     r0, r1 = _rate(first), _rate(last)
     lead = "**Measured:**" if where == "this machine" else f"**Measured on {where}, not this server:**"
     out = [f"{lead} from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
-           f"({_num(t0)} → {_num(t1)} ms per step) while {b1 / b0:g}× as many "
+           f"(median step {_num(t0)} → {_num(t1)} ms) while {b1 / b0:g}× as many "
            f"sequences shared each step, so the tokens per second grew **×{r1 / r0:.1f}** "
            f"({_num(r0)} → {_num(r1)} tokens/s)."]
     doublings = [(a["batch"], b["batch"], _rate(b) / _rate(a)) for a, b in zip(rows, rows[1:], strict=False)]

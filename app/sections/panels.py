@@ -156,7 +156,8 @@ def _compare_body(loaded: Any) -> None:
                 st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
             else:
                 _source_line(shown, "pd_compare_source", _compare_prompt_note(shown), loaded is not None)
-                st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source]),
+                where = "the recording machine" if shown.source == "bundled" else "this machine"
+                st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source], where),
                                 key="compare_fig")
                 with st.expander("Cache comparison as a table"):
                     st.dataframe(pd.DataFrame(panel_figures.compare_rows(shown.result)), hide_index=True)
@@ -229,7 +230,8 @@ def _batching_body(loaded: Any) -> None:
                 with st.expander("Batching results as a table"):
                     st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
                     if shown.result.get("predicted"):
-                        st.caption("The latency model alone, past the measured range:")
+                        st.caption("The latency model alone, past the measured range"
+                                   + (" (the recording machine's model):" if recorded else ":"))
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
     if shown is not None:
         summary = panel_figures.batching_summary(shown.result, where, here)
