@@ -209,10 +209,19 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
         outcomes, rss_series = [], []
         for i in range(50):
-            # Streamlit disables every widget while its connection to the server is down; under this
-            # load on a slow 2-core machine a reconnect took over 30 s once (Generate disabled, the
-            # websocket closed with 1006), so the click waits for the page to be back, up to 2 minutes.
-            page.get_by_role("button", name="Generate").click(timeout=120_000)
+            # Streamlit disables every widget while its connection is down. A lost connection that
+            # never came back (a "Cached ForwardMsg MISS" under rapid reruns: .streamlit/config.toml
+            # now keeps elements out of that cache) failed here; a reconnect on a loaded 2-core
+            # machine can still take a while, so the click waits up to 2 minutes, and a page that
+            # stays disabled leaves its status, errors and the server's stacks in load-stuck.txt.
+            try:
+                page.get_by_role("button", name="Generate").click(timeout=120_000)
+            except PlaywrightTimeout:
+                conn = page.evaluate("() => { const w = document.querySelector('[data-testid=stStatusWidget]');"
+                                     " return w ? w.innerText : null; }")
+                (ARTIFACTS / "load-stuck.txt").write_text(
+                    f"cycle {i}; status widget: {conn!r}\n{_page_report(page)}\n\n{_server_stacks(proc)}")
+                raise
             if i % 5 == 0:
                 page.get_by_text("Use the chat template").click()  # a widget change mid-run
             time.sleep(0.2 + (i % 3) * 0.2)
@@ -234,4 +243,5 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         assert threads_after <= threads_before + 2, (threads_before, threads_after)
         assert growth <= 50, f"RSS grew {growth:.1f} MB over 50 cycles"
     finally:
+        (ARTIFACTS / "load-fifty-errors.txt").write_text("\n".join(_ERRORS.get(id(page), [])))
         context.close()
