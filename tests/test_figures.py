@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import pytest
@@ -125,6 +126,21 @@ def test_tiles_say_measured_or_calibrated(run_data):
     labels = [t["label"] for t in tiles]
     assert labels[:4] == ["Time to first token", "Time per output token", "Decode speed", "KV cache size"]
     assert all("measured" in t["note"] or "computed" in t["note"] for t in tiles)
+
+
+@pytest.mark.parametrize("ceiling_gbs", [0.5, 1.234, 3.3, 7.555, 16.1])
+def test_bandwidth_tile_share_divides_its_printed_figures(run_data, ceiling_gbs):
+    """The tile's share of the ceiling is the printed achieved figure over the printed ceiling (a
+    reader saw "3.0 GB/s ... ceiling 7.56 GB/s (39% of it)", where 3.0 / 7.56 gives 40%)."""
+    from dataclasses import replace
+
+    events, ctx = run_data
+    ctx = replace(ctx, ceilings=Ceilings(bandwidth=ceiling_gbs * 1e9, peak_flops=1e10))
+    tile = next(t for t in metrics.tiles(events, ctx) if t["label"] == "Achieved bandwidth (decode)")
+    achieved = float(re.fullmatch(r"([\d.]+) GB/s", tile["value"]).group(1))
+    ceiling, pct = re.search(r"ceiling ([\d.]+) GB/s calibrated \((\d+)% of it\)", tile["note"]).groups()
+    assert round(100 * achieved / float(ceiling)) == int(pct)
+    assert float(ceiling) == pytest.approx(ceiling_gbs, abs=0.005)
 
 
 def test_layer_detail_shows_gqa_groups(run_data):

@@ -250,9 +250,9 @@ def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
     here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7, "peak_flops_per_s": 102e9,
             "bandwidth_bytes_per_s": 15.8e9}
     text = panel_figures.batching_summary(result, "the recording machine", here)
-    assert "147 GFLOP/s ÷ 10.0 GB/s" in text
+    assert "147 GFLOP/s ÷ 10.00 GB/s" in text  # two decimals, as every bandwidth on the page
     assert "*On this server (computed):*" in text and "**6.5 FLOP/byte**" in text
-    assert "102 GFLOP/s ÷ 15.8 GB/s" in text and "batch ≈ **13** here" in text
+    assert "102 GFLOP/s ÷ 15.80 GB/s" in text and "batch ≈ **13** here" in text
     assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")
     assert text.startswith("**Measured on the recording machine, not this server:**")
     assert panel_figures.batching_summary(result).startswith("**Measured:**")

@@ -41,9 +41,12 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     if gbs is not None:
         ceiling = ctx.ceilings.bandwidth
         note = "computed bytes ÷ measured time"
-        if ceiling:
-            note += f"; ceiling {ceiling / 1e9:.2f} GB/s calibrated ({100 * gbs / ceiling:.0f}% of it)"
-        out.append({"label": "Achieved bandwidth (decode)", "value": f"{gbs / 1e9:.1f} GB/s", "note": note})
+        # both printed to two decimals and the share divided from the printed figures, so a reader's
+        # own division gives the printed percentage
+        shown, shown_ceiling = round(gbs / 1e9, 2), round(ceiling / 1e9, 2) if ceiling else 0.0
+        if shown_ceiling:
+            note += f"; ceiling {shown_ceiling:.2f} GB/s calibrated ({100 * shown / shown_ceiling:.0f}% of it)"
+        out.append({"label": "Achieved bandwidth (decode)", "value": f"{shown:.2f} GB/s", "note": note})
     return out
 
 

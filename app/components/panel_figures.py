@@ -380,7 +380,7 @@ def _speeds(roofline: dict[str, float]) -> str:
     peak, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
     if not peak or not bw:
         return ""
-    return f", {peak / 1e9:.0f} GFLOP/s ÷ {bw / 1e9:.1f} GB/s"
+    return f", {peak / 1e9:.0f} GFLOP/s ÷ {bw / 1e9:.2f} GB/s"
 
 
 def recording_beside_run(pairs: list[tuple[str, float, float]]) -> str:
