@@ -115,6 +115,12 @@ def _whole_ms(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
+def _ms3(value: float) -> str:
+    """Milliseconds to at least three significant figures: two times printed so, divided by a reader,
+    give a percentage right to the point (two figures could be 5% off: 1.5 / 5 for 1.54 / 4.97)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
 # A decode step this many times the run's median step reads as slow in the latency text.
 SLOW_STEP = 1.5
 # The redraw's work can run on past the wait (the browser drawing the update the redraw sent, when it
@@ -313,8 +319,8 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         head = (f"**So was this prefill compute-bound?** "
                 f"{'Yes.' if near else 'Only in principle: it ran far below the roof.'} Being right of the "
                 f"ridge means its arithmetic, not its memory traffic, sets the limit: its {mb} MB (computed) would "
-                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_whole_ms(roof_ms)} ms "
-                f"even at the roof (computed). It took {measured:.0f} ms (measured), so it reached {'' if near else 'only '}"
+                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_ms3(roof_ms)} ms "
+                f"even at the roof (computed). It took {_ms3(measured)} ms (measured), so it reached {'' if near else 'only '}"
                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
