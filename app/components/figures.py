@@ -201,8 +201,8 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
         errors = "no prediction for this run"
     else:
         fast = sum(1 for x in decode_errors if x < 0)
-        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median; {fast} of {len(decode_errors)} "
-                "steps predicted too fast)" if decode_errors else "decode from the first decode step")
+        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median over steps; {fast} of "
+                f"{len(decode_errors)} too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("Latency per token: prefill once, then one decode step per token"
             f"<br><sub>prediction error (predicted vs measured): {errors}</sub>")
@@ -317,7 +317,7 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
         roof["x"] = [lo, ridge, hi]
         roof["y"] = [c.bandwidth * lo / GIGA, c.peak_flops / GIGA, c.peak_flops / GIGA]
         notes = [
-            {"text": f"compute roof {c.peak_flops / GIGA:.0f} GFLOP/s", "x": math.log10(hi),
+            {"text": f"compute roof {_roof_text(c.peak_flops / GIGA)} GFLOP/s", "x": math.log10(hi),
              "y": math.log10(c.peak_flops / GIGA), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
              "font": {"size": 12}},
             {"text": f"bandwidth slope {c.bandwidth / 1e9:.2f} GB/s", "x": math.log10(lo * 4),
@@ -351,6 +351,11 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
 
 GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
 
+
+
+def _roof_text(gflops: float) -> str:
+    """The compute roof as the text beside the chart prints it: three figures below 100 GFLOP/s."""
+    return f"{gflops:.0f}" if gflops >= 100 else f"{gflops:.3g}"
 
 
 def _sig(value: float, digits: int = 5) -> float:

@@ -51,6 +51,8 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     v: dict[str, str] = {"pause_note": pause_note(events)}
     if ctx is None:
         return v
+    v["tied_note"] = ("; in this model the two are one shared matrix, stored once, so that share is one "
+                      "matrix's bytes" if ctx.tied_embeddings else "")
     v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
              window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token),
              dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}",
@@ -86,7 +88,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
         gbs = perf.achieved_bandwidth(events)
         if gbs is not None:
-            v["achieved_gbs"] = f"{gbs / 1e9:.1f} GB/s"
+            v["achieved_gbs"] = f"{gbs / 1e9:.2f} GB/s"  # as the tile above prints it
         v.update(_decode_budget(events, ctx))
     if events:
         v.update(_prefill_figures(events[0], ctx))
@@ -115,10 +117,10 @@ def _whole_ms(value: float) -> str:
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def _ms3(value: float) -> str:
-    """Milliseconds to at least three significant figures: two times printed so, divided by a reader,
-    give a percentage right to the point (two figures could be 5% off: 1.5 / 5 for 1.54 / 4.97)."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+def _sig3(value: float) -> str:
+    """A figure to three significant figures (154, 12.6, 6.03, 0.190): two such
+    figures divided by a reader give a percentage right to the point (two figures can be 5% off)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:#.3g}"
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -271,8 +273,9 @@ def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: floa
                 "than the forwards the latency model was fitted on, timed when this server started (a shared "
                 "computer's speed changes as other work on it comes and goes)")
     if gap > 0:
-        return (f"the other {gap:.0f} ms are what the prediction misses (timing noise, other work on this "
-                "shared machine)")
+        return (f"the other {gap:.0f} ms are what the prediction misses: not counted by the latency model, "
+                "most likely this shared machine's speed changing during the run as other work on it comes "
+                "and goes (the latency chart shows whether the slow steps come in stretches)")
     return (f"{-gap:.0f} ms less than predicted: the latency model's coefficients were fitted to forwards "
             "timed when this server started, and this shared machine runs faster or slower as other work "
             "on it comes and goes")
@@ -294,10 +297,11 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         busy_bytes = per_row / (2 * rows) * ctx.dtype_bytes
         v["idle_weight_pct"] = f"{max(0.0, 100 * (1 - busy_bytes / weights)):.0f}"
     achieved = flops / (prefill.latency_ms / 1e3)
-    v["prefill_gflops"] = f"{achieved / 1e9:.0f}"
+    # three figures: whole GFLOP/s divided by the roof can miss the printed share (12 / 28 for 12.6 / 28)
+    v["prefill_gflops"] = _sig3(achieved / 1e9)
     peak = ctx.ceilings.peak_flops
     if peak:
-        v["peak_gflops"] = f"{peak / 1e9:.0f}"
+        v["peak_gflops"] = _sig3(peak / 1e9)
         v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
     bw = ctx.ceilings.bandwidth
     if peak and bw and prefill.cost["bytes"]["total"]:
@@ -316,15 +320,23 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         measured = prefill.latency_ms
         pct = v["prefill_pct_of_peak"]  # roof time ÷ measured time is achieved ÷ peak: one figure, printed once
         near = int(pct) >= NEAR_ROOF_PCT
-        head = (f"**So was this prefill compute-bound?** "
-                f"{'Yes.' if near else 'Only in principle: it ran far below the roof.'} Being right of the "
-                f"ridge means its arithmetic, not its memory traffic, sets the limit: its {mb} MB (computed) would "
-                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_ms3(roof_ms)} ms "
-                f"even at the roof (computed). It took {_ms3(measured)} ms (measured), so it reached {'' if near else 'only '}"
+        split = measured <= HELD_UP * predicted if predicted > 0 else False
+        mostly_arithmetic = not split or _arithmetic_most(prefill.predicted_terms_ms)
+        # one answer, agreeing with the split that closes the paragraph: a prefill whose time is mostly
+        # arithmetic is compute-bound even far below the roof; one whose time went mostly elsewhere is not
+        if not mostly_arithmetic:
+            answer = ("Only in principle: " + ("it ran far below the roof, and " if not near else "")
+                      + "most of its time went to other work than arithmetic.")
+        else:
+            answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
+        head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
+                f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB (computed) would "
+                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_sig3(roof_ms)} ms "
+                f"even at the roof (computed). It took {_sig3(measured)} ms (measured), so it reached {'' if near else 'only '}"
                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
-        elif measured <= HELD_UP * predicted:
+        elif split:
             tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
         else:
             tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
@@ -340,17 +352,28 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
     return v
 
 
-def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
-    """The latency model's prediction of a prefill split into arithmetic, moved bytes and fixed costs,
-    printed in whole ms that add up to the printed total, and which of them sets its time."""
+def _split_ms(terms_ms: dict[str, float]) -> tuple[int, int, int]:
+    """A prefill's predicted arithmetic, moved bytes and fixed costs in whole ms adding up to the total."""
     total = sum(terms_ms.values())
     arithmetic = terms_ms.get("compute", 0.0) + terms_ms.get("attention", 0.0)
     moving = terms_ms.get("memory", 0.0) + terms_ms.get("kv", 0.0)
     a, m, f = (int(x) for x in split_rounded([arithmetic, moving, total - arithmetic - moving], round(total), 0))
+    return a, m, f
+
+
+def _arithmetic_most(terms_ms: dict[str, float]) -> bool:
+    a, m, f = _split_ms(terms_ms)
+    return 2 * a >= a + m + f
+
+
+def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
+    """The latency model's prediction of a prefill split into arithmetic, moved bytes and fixed costs,
+    printed in whole ms that add up to the printed total, and which of them sets its time."""
+    a, m, f = _split_ms(terms_ms)
     text = (f"The latency model, fitted to timed forwards, predicts {a + m + f} ms for it and, unlike the roofline, "
             f"adds the parts up instead of keeping only the larger one: {a} ms of arithmetic, {m} ms moving the "
             f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward (predicted). ")
-    if 2 * a >= a + m + f:
+    if _arithmetic_most(terms_ms):
         return text + "Arithmetic is most of that, so arithmetic is what sets its time, just not at the roof's speed."
     return text + (f"Arithmetic is less than half of that: with only {tokens} rows in each matrix "
                    "product, reading the weights and the fixed costs of every layer take longer than the "

@@ -142,7 +142,7 @@ def _compare_body(loaded: Any) -> None:
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
         st.caption(why or f"Runs the prompt in the box above ({len(prompt_ids)} tokens after the template). "
-                          f"About {max(5, round(n * 0.3))} s for the three runs together on the machine the recording below "
+                          f"About {max(5, round(n * 0.3))} s for the three runs together on the machine the recording shown here "
                           "was made on; a slower or busier server takes longer.")
     shown = None
     with left:
@@ -203,9 +203,9 @@ def _batching_body(loaded: Any) -> None:
             state.set_job(state.BATCHING, job)
             st.rerun()
         st.caption(NO_MODEL if loaded is None else
-                   f"A short fixed prompt copied into every row, {BATCH_STEPS} decode steps per batch size "
-                   "(median shown), measured on this server; the latency model goes on to batch 128. "
-                   "About 20 s on the machine the recording below was made on; longer on a slower or busier one.")
+                   f"The button measures this server: a short fixed prompt copied into every row, {BATCH_STEPS} "
+                   "decode steps per batch size (median shown); the latency model goes on to batch 128. "
+                   "About 20 s on the machine the recording shown here was made on; longer on a slower or busier one.")
     shown = here = None
     with left:
         if job is not None:

@@ -39,6 +39,7 @@ class RunContext:
     context_window: int = 8192
     weight_bytes: int | None = None  # bytes one decode forward reads in weights (core.cost)
     ceilings: Ceilings = field(default_factory=Ceilings)
+    tied_embeddings: bool = False  # the output layer reuses the token embedding table (one matrix)
 
     @property
     def prompt_len(self) -> int:
@@ -88,7 +89,7 @@ def build_context(loaded: Any, prompt_ids: list[int], max_new_tokens: int, batch
         dtype_bytes=dtype_bytes, prompt_tokens=[token_label(loaded.tokenizer, i) for i in prompt_ids],
         prompt_special=[i in special for i in prompt_ids], max_new_tokens=max_new_tokens, batch=batch,
         cache=cache, context_window=loaded.context_window, weight_bytes=weight_bytes,
-        ceilings=ceilings or Ceilings())
+        ceilings=ceilings or Ceilings(), tied_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)))
 
 
 def decode_weight_bytes(loaded: Any) -> int | None:

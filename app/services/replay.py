@@ -105,7 +105,8 @@ def context_from_trace(trace: Trace, tokenizer: Any = None) -> RunContext:
         prompt_special=[_special(t) for t in texts], max_new_tokens=max(max_new, len(trace.events)),
         batch=_int(settings.get("batch"), 1) or 1, cache=str(settings.get("cache", "dynamic")),
         context_window=int(cfg.get("max_position_embeddings") or 8192),
-        weight_bytes=int(weight_bytes) if isinstance(weight_bytes, (int, float)) else None, ceilings=ceilings)
+        weight_bytes=int(weight_bytes) if isinstance(weight_bytes, (int, float)) else None, ceilings=ceilings,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
 
 
 def _num(value: Any) -> float | None:

@@ -36,7 +36,8 @@ def _render() -> None:
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title(TITLE)
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
-               "Every number says what it is: **measured** on this run, **computed** from the model's shapes, "
+               "Every number says what it is: **measured** on this run (or in a **recording**, on the machine it "
+               "names), **computed** from the model's shapes, "
                "**calibrated** by this server's own short benchmarks, **predicted** by the latency model, "
                "**fitted** (read off the latency model's few coefficients, which were tuned to match timed "
                "forwards), or **estimated** in a sketch built from those.")
