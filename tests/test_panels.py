@@ -53,7 +53,8 @@ def test_batching_figure_marks_the_predicted_crossover():
     fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0,
                                          "roofline": roofline})
     assert {t.name for t in fig.data} == {"measured here", "predicted (latency model)",
-                                          "compute-bound from batch ≈ 20 (predicted)"}
+                                          "compute-bound from batch ≈ 20 (predicted)",
+                                          "roofline estimate: batch ≈ 22 (computed)"}  # in the legend too
     assert any("compute-bound" in (a.text or "") and "predicted" in a.text for a in fig.layout.annotations)
     assert any("roofline estimate" in (a.text or "") and "22 (computed)" in a.text for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)

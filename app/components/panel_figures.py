@@ -37,7 +37,7 @@ def compare_figure(result: dict[str, Any], whose: str = "Your prompt", where: st
     `where`, the machine whose latency model drew the thin lines (a recording's are not this server's,
     and the legend says so)."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("Total time so far (measured)", "Each forward: ● measured, ─ predicted"))
+                        subplot_titles=("Total time so far (measured)", "Each forward: ● measured, - - predicted"))
     predicted = result.get("predicted", {})
     modes = _usable(result)
     shifts = _label_shifts({m: sum(v) / 1000 for m, v in modes.items()})
@@ -222,7 +222,10 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.VERMILLION})
     estimate = roofline.get("batch")
     if estimate:
-        fig.add_vline(x=estimate, line={"color": pal.PURPLE, "dash": "dashdot", "width": 2}, row=1, col=1)
+        estimate_line = {"color": pal.PURPLE, "dash": "dashdot", "width": 2}
+        fig.add_vline(x=estimate, line=estimate_line, row=1, col=1)
+        fig.add_scatter(x=[None], y=[None], mode="lines", line=estimate_line, hoverinfo="skip", row=1, col=1,
+                        name=f"{_owner(where)}roofline estimate: batch ≈ {estimate:.0f} (computed)")
         fig.add_annotation(x=math.log10(estimate), y=0.98, yref="y domain", xref="x", yanchor="top",
                            text=f"{_owner(where)}roofline estimate:<br>batch ≈ {estimate:.0f} (computed)",
                            showarrow=False,
