@@ -407,12 +407,8 @@ def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(
     assert len(traffic) == 1 and f"KV cache at step {last}:" in traffic[0]["text"]
     assert f"{share:.1f}% of its bytes (computed)" in traffic[0]["text"]
     assert ("too thin to see" in traffic[0]["text"]) == (share < 3)
-    # the positions read and written, so the note squares with the cache-size tile (87 = 86 read + 1 new)
-    cached = events[-1].cost["n_cached"]
-    assert f"read ({cached} positions) + " in traffic[0]["text"] and "written (1 new)" in traffic[0]["text"]
-    assert cached + 1 == events[-1].kv_seq_len
     first = figures.traffic_patch(events, 0, ctx)["layout"]["annotations"][0]["text"]
-    assert first.startswith("KV cache at prefill:") and "read (" not in first
+    assert first.startswith("KV cache at prefill:")
     budget = charts.figure_dict("budget", events, ctx)["layout"]["annotations"]
     kv_ms = events[-1].predicted_terms_ms["kv"]
     assert f"latest step ({last}): KV cache {kv_ms:.1f} ms of the {events[-1].predicted_ms:.0f} ms predicted" \

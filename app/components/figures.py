@@ -267,10 +267,8 @@ def _kv_traffic_note(e: Event, k: int) -> dict[str, Any]:
     kv = b["kv_read"] + b["kv_write"]
     share = 100.0 * kv / b["total"] if b["total"] else 0.0
     where = "prefill" if e.phase == "prefill" else f"step {k}"
-    cached, new = e.cost.get("n_cached", 0), e.cost.get("n_new", 0)
-    read = f" ({cached} positions)" if cached else ""
-    text = (f"KV cache at {where}: {fmt_bytes(b['kv_read'])} read{read} + {fmt_bytes(b['kv_write'])} written "
-            f"({new} new), {share:.1f}% of its bytes (computed)")
+    text = (f"KV cache at {where}: {fmt_bytes(b['kv_read'])} read + {fmt_bytes(b['kv_write'])} written, "
+            f"{share:.1f}% of its bytes (computed)")
     if share < 3:
         text += ": too thin to see at this length"
     return _note(text, 0, 1.02, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KV_READ})
