@@ -317,10 +317,10 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
         roof["x"] = [lo, ridge, hi]
         roof["y"] = [c.bandwidth * lo / GIGA, c.peak_flops / GIGA, c.peak_flops / GIGA]
         notes = [
-            {"text": f"compute roof {_roof_text(c.peak_flops / GIGA)} GFLOP/s", "x": math.log10(hi),
+            {"text": f"compute roof {sig3(c.peak_flops / GIGA)} GFLOP/s", "x": math.log10(hi),
              "y": math.log10(c.peak_flops / GIGA), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
              "font": {"size": 12}},
-            {"text": f"bandwidth slope {c.bandwidth / 1e9:.2f} GB/s", "x": math.log10(lo * 4),
+            {"text": f"bandwidth slope {gbs_text(c.bandwidth)} GB/s", "x": math.log10(lo * 4),
              "y": math.log10(c.bandwidth * lo * 4 / GIGA), "xanchor": "left", "yanchor": "bottom",
              "showarrow": False, "textangle": -28, "font": {"size": 12}},
         ]
@@ -353,9 +353,16 @@ GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
 
 
 
-def _roof_text(gflops: float) -> str:
-    """The compute roof as the text beside the chart prints it: three figures below 100 GFLOP/s."""
-    return f"{gflops:.0f}" if gflops >= 100 else f"{gflops:.3g}"
+def sig3(value: float) -> str:
+    """A figure to three significant figures (154, 12.6, 6.03, 0.190): two such
+    figures divided by a reader give a percentage right to the point (two figures can be 5% off)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:#.3g}"
+
+
+def gbs_text(bandwidth: float) -> str:
+    """A bandwidth in GB/s as the page prints it: two decimals, the precision at which a reader
+    dividing a printed size by it gets the printed time (the "about this run" table prints the same)."""
+    return f"{bandwidth / 1e9:.2f}"
 
 
 def _sig(value: float, digits: int = 5) -> float:

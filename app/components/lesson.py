@@ -13,7 +13,7 @@ import statistics
 from functools import cache
 from pathlib import Path
 
-from app.components.figures import fmt_bytes, signed_pct
+from app.components.figures import fmt_bytes, gbs_text, sig3, signed_pct
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -88,17 +88,11 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
         gbs = perf.achieved_bandwidth(events)
         if gbs is not None:
-            v["achieved_gbs"] = f"{gbs / 1e9:.2f} GB/s"  # as the tile above prints it
+            v["achieved_gbs"] = f"{gbs_text(gbs)} GB/s"  # as the tile above prints it
         v.update(_decode_budget(events, ctx))
     if events:
         v.update(_prefill_figures(events[0], ctx))
     return v
-
-
-def gbs_text(bandwidth: float) -> str:
-    """A bandwidth ceiling in GB/s as the page prints it: two decimals, the precision at which a reader
-    dividing a printed size by it gets the printed time (the "about this run" table prints the same)."""
-    return f"{bandwidth / 1e9:.2f}"
 
 
 def _mb_text(nbytes: float) -> str:
@@ -115,12 +109,6 @@ def _printed(text: str) -> float:
 def _whole_ms(value: float) -> str:
     """Milliseconds in whole numbers from 10 up, else two significant figures."""
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
-
-
-def _sig3(value: float) -> str:
-    """A figure to three significant figures (154, 12.6, 6.03, 0.190): two such
-    figures divided by a reader give a percentage right to the point (two figures can be 5% off)."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:#.3g}"
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -298,10 +286,10 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         v["idle_weight_pct"] = f"{max(0.0, 100 * (1 - busy_bytes / weights)):.0f}"
     achieved = flops / (prefill.latency_ms / 1e3)
     # three figures: whole GFLOP/s divided by the roof can miss the printed share (12 / 28 for 12.6 / 28)
-    v["prefill_gflops"] = _sig3(achieved / 1e9)
+    v["prefill_gflops"] = sig3(achieved / 1e9)
     peak = ctx.ceilings.peak_flops
     if peak:
-        v["peak_gflops"] = _sig3(peak / 1e9)
+        v["peak_gflops"] = sig3(peak / 1e9)
         v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
     bw = ctx.ceilings.bandwidth
     if peak and bw and prefill.cost["bytes"]["total"]:
@@ -331,8 +319,8 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
         head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
                 f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB (computed) would "
-                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {_sig3(roof_ms)} ms "
-                f"even at the roof (computed). It took {_sig3(measured)} ms (measured), so it reached {'' if near else 'only '}"
+                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
+                f"even at the roof (computed). It took {sig3(measured)} ms (measured), so it reached {'' if near else 'only '}"
                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."

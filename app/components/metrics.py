@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from app.components.figures import BUDGET_PARTS, fmt_bytes, position_tokens
+from app.components.figures import BUDGET_PARTS, fmt_bytes, gbs_text, position_tokens
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -43,10 +43,11 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
         note = "computed bytes ÷ measured time"
         # both printed to two decimals and the share divided from the printed figures, so a reader's
         # own division gives the printed percentage
-        shown, shown_ceiling = round(gbs / 1e9, 2), round(ceiling / 1e9, 2) if ceiling else 0.0
-        if shown_ceiling:
-            note += f"; ceiling {shown_ceiling:.2f} GB/s calibrated ({100 * shown / shown_ceiling:.0f}% of it)"
-        out.append({"label": "Achieved bandwidth (decode)", "value": f"{shown:.2f} GB/s", "note": note})
+        shown, shown_ceiling = gbs_text(gbs), gbs_text(ceiling) if ceiling else ""
+        if float(shown_ceiling or 0):
+            note += (f"; ceiling {shown_ceiling} GB/s calibrated "
+                     f"({100 * float(shown) / float(shown_ceiling):.0f}% of it)")
+        out.append({"label": "Achieved bandwidth (decode)", "value": f"{shown} GB/s", "note": note})
     return out
 
 
