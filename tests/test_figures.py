@@ -56,7 +56,7 @@ def test_latency_has_one_point_per_decode_step_and_predictions(run_data):
     events, ctx = run_data
     fig = charts.figure("latency", events, ctx)
     prefill, measured, predicted, error, prefill_predicted, waited = fig.data
-    assert list(waited.x) == []  # this run never waited for a page: no rings
+    assert list(waited.x) == []  # this run never waited for a page: no squares
     assert list(prefill.x) == [0]
     # the prefill's prediction is its own labelled tick, not a circle lost beside the tall bar
     assert list(prefill_predicted.y) == [events[0].predicted_ms]
@@ -126,6 +126,11 @@ def test_tiles_say_measured_or_calibrated(run_data):
     labels = [t["label"] for t in tiles]
     assert labels[:4] == ["Time to first token", "Time per output token", "Decode speed", "KV cache size"]
     assert all("measured" in t["note"] or "computed" in t["note"] for t in tiles)
+    # the KV tile says how many positions the last step read, as the traffic chart's last bar counts them
+    last = events[-1]
+    read = int(re.search(r"the last step read (\d+) of them and wrote 1", tiles[3]["note"]).group(1))
+    assert read == last.kv_seq_len - 1
+    assert last.cost["bytes"]["kv_read"] == pytest.approx(read * last.cost["bytes"]["kv_write"])
 
 
 @pytest.mark.parametrize("ceiling_gbs", [0.5, 1.234, 3.3, 7.555, 16.1])
@@ -424,16 +429,17 @@ def _with(events, latencies: dict[int, float], waits: dict[int, float]):
                                 waited_ms=waits.get(k)) for k, e in enumerate(events)]
 
 
-def test_the_latency_chart_rings_exactly_the_steps_that_waited_and_the_text_counts_them(run_data):
-    """The text's count of waits can be checked on the chart: one ring per waited forward, at its
-    measured time, named as such in the legend."""
+def test_the_latency_chart_boxes_exactly_the_steps_that_waited_and_the_text_counts_them(run_data):
+    """The text's count of waits can be checked on the chart: one square per waited forward, at its
+    measured time, named as such in the legend (a square, since the roofline's rings mean predictions)."""
     events, ctx = run_data
     waited = _with(events, {}, {3: 420.0, 8: 380.0})
     fig = charts.figure("latency", waited, ctx)
-    rings = fig.data[5]
-    assert list(rings.x) == [3, 8] == lesson.waited_steps(waited)
-    assert list(rings.y) == [waited[3].latency_ms, waited[8].latency_ms]
-    assert list(rings.customdata) == [420.0, 380.0] and "waited for a page redraw" in rings.name
+    boxes = fig.data[5]
+    assert list(boxes.x) == [3, 8] == lesson.waited_steps(waited)
+    assert list(boxes.y) == [waited[3].latency_ms, waited[8].latency_ms]
+    assert list(boxes.customdata) == [420.0, 380.0] and "waited for a page redraw" in boxes.name
+    assert boxes.marker.symbol == "square-open" and boxes.name.startswith("boxed")
     text = lesson.text("latency", lesson.values_for(waited, ctx))
     assert "waited **2 times** (0.8 s in all, measured" in text and "mark the 2 forwards" in text
     assert lesson.values_for(events, ctx)["pause_note"] == ""  # never waited: nothing said
@@ -441,16 +447,16 @@ def test_the_latency_chart_rings_exactly_the_steps_that_waited_and_the_text_coun
 
 def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_wait(run_data):
     events, ctx = run_data
-    # median decode step 10 ms: step 3 is slow and ringed, 4 slow right after it, 9 slow far from any wait
+    # median decode step 10 ms: step 3 is slow and boxed, 4 slow right after it, 9 slow far from any wait
     note = lesson.pause_note(_with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
-    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10 ms, measured), 1 is ringed, "
-            "1 came one or two steps after a ring, 1 is away from every wait.") in note
+    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10 ms, measured), 1 is boxed, "
+            "1 came one or two steps after a boxed one, 1 is away from every wait.") in note
     assert "The one away from every wait was slowed by other work on these cores" in note
     near = lesson.pause_note(_with(events, {3: 30.0, 5: 25.0}, {3: 500.0}))
     assert "away from every wait" not in near and "other work" not in near
-    assert "Near a wait, the redraw's work had not quite ended" in near
-    ringed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
-    assert "Of the 2 decode steps slower than" in ringed and "measured), all 2 are ringed." in ringed
+    assert "A redraw's work does not end with the wait" in near
+    boxed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
+    assert "Of the 2 decode steps slower than" in boxed and "measured), all 2 are boxed." in boxed
     calm = lesson.pause_note(_with(events, {}, {3: 500.0}))
     assert "No decode step took longer than 1.5× the median step" in calm and "other work" not in calm
 

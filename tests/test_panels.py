@@ -77,7 +77,7 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 38.0,
               "roofline": {"ridge_flop_per_byte": 11.12, "decode_intensity": 0.502, "batch": 22.2}}
     text = panel_figures.batching_summary(result)
-    assert "from batch 1 to 16 the step time grew **×1.6** (median step 57.2 → 92.4 ms)" in text
+    assert "from batch 1 to 16 the step time grew **×1.6** (median step 57.25 → 92.4 ms, as the table holds them)" in text
     assert "16× as many sequences" in text
     assert "tokens per second grew **×9.9** (17.5 → 173 tokens/s)" in text
     assert "multiplied by ×1.90 (1 → 2), ×1.82 (2 → 4)" in text and "×1.63 (8 → 16):" in text
@@ -88,6 +88,11 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     for a, b, shown in re.findall(r"(\d+\.?\d*) ÷ (\d+\.?\d*) ≈ \*\*(\d+)\*\*", text):
         assert round(float(a) / float(b)) == int(shown)  # the division a reader can redo
     assert not re.search(r"core|predictor\.|compute_bound", text)  # plain words, no code names
+    rounded = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
+               for b, ms in ((1, 65.56), (2, 70.0))]
+    # the step prints as the table holds it, so 1000 ÷ 65.56 gives the printed 15.3 (1000 ÷ 65.6 would be 15.2)
+    assert "(median step 65.56 → 70 ms, as the table holds them)" in panel_figures.batching_summary({"rows": rounded})
+    assert "(15.3 → 28.6 tokens/s)" in panel_figures.batching_summary({"rows": rounded})
     inside = panel_figures.batching_summary({**result, "compute_bound_from": 12.0})
     assert "inside the measured range" in inside
     assert f"throughput still grew ×{rows[-1]['tokens/s (measured)'] / rows[3]['tokens/s (measured)']:.2f} from batch 8 " \

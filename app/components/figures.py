@@ -122,8 +122,8 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 ERROR_SIGN = "error % = (predicted − measured) ÷ measured; below 0 = predicted too fast, above 0 = too slow"
 
 
-# The legend's name for the ringed forwards (trace 5); the latency text quotes their count.
-WAITED_NAME = "ringed: waited for a page redraw just before (measured wait, not in its time)"
+# The legend's name for the boxed forwards (trace 5); the latency text quotes their count.
+WAITED_NAME = "boxed: waited for a page redraw just before (measured wait, not in its time)"
 
 
 def latency_base(ctx: RunContext) -> dict[str, Any]:
@@ -150,10 +150,10 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"symbol": "line-ew-open", "size": 30, "color": pal.PREDICTED,
                     "line": {"width": 3, "color": pal.PREDICTED}},
          "hovertemplate": "prefill: %{y:.1f} ms predicted<extra></extra>"},
-        # A ring round each forward that waited for the page's redraw just before it started, so the
+        # A square (not a ring: the roofline's rings are predictions) round each forward that waited for the page's redraw just before it started, so the
         # count of waits in the text beside the chart can be checked against the chart.
         {"type": "scatter", "mode": "markers", "x": [], "y": [], "customdata": [], "name": WAITED_NAME,
-         "marker": {"symbol": "circle-open", "size": 17, "color": pal.PURPLE, "line": {"width": 2.5}},
+         "marker": {"symbol": "square-open", "size": 16, "color": pal.PURPLE, "line": {"width": 2.5}},
          "hovertemplate": "forward %{x} waited %{customdata:.0f} ms for the page's redraw before it started "
                           "(measured; not in its %{y:.1f} ms)<extra></extra>"},
     ]
@@ -167,7 +167,7 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
     layout["yaxis"] = {"title": {"text": "ms", "standoff": 6}, "domain": [0.42, 1.0], "rangemode": "tozero",
                        "nticks": 5}
     layout["yaxis2"] = {"title": {"text": "error", "standoff": 6}, "domain": [0.0, 0.25], "zeroline": True,
-                        "ticksuffix": "%", "nticks": 4}
+                        "ticksuffix": "%", "nticks": 6}
     return {"data": data, "layout": layout}
 
 

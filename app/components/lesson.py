@@ -114,13 +114,13 @@ def _whole_ms(value: float) -> str:
 # A decode step this many times the run's median step reads as slow in the latency text.
 SLOW_STEP = 1.5
 # The redraw's work can run on past the wait (the browser drawing the update the redraw sent, when it
-# runs on this computer): a slow step up to this many forwards after a ringed one counts as near it.
+# runs on this computer): a slow step up to this many forwards after a boxed one counts as near it.
 NEAR_WAIT = 2
 
 
 def waited_steps(events: list[Event]) -> list[int]:
     """The forwards that waited for a page redraw just before they started: the latency chart's
-    rings, so the text and the chart count the same steps."""
+    squares, so the text and the chart count the same steps."""
     return [k for k, e in enumerate(events) if e.waited_ms]
 
 
@@ -135,7 +135,7 @@ def pause_note(events: list[Event]) -> str:
     text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
             f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
             f"waited **{len(waited)} times** ({total_s:.1f} s in all, measured, not counted in any step): the "
-            f"pink rings on the chart mark the {len(waited)} forwards that started right after a wait.")
+            f"pink squares on the chart mark the {len(waited)} forwards that started right after a wait.")
     return text + _slow_steps_sentence(events, set(waited))
 
 
@@ -150,22 +150,22 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
     limit = f"{SLOW_STEP:g}× the median step ({SLOW_STEP * median:.0f} ms; median {median:.0f} ms, measured)"
     if not slow:
         return f" No decode step took longer than {limit}."
-    ringed = [k for k in slow if k in waited]
+    boxed = [k for k in slow if k in waited]
     after = [k for k in slow if k not in waited and any(0 < k - w <= NEAR_WAIT for w in waited)]
-    away = len(slow) - len(ringed) - len(after)
+    away = len(slow) - len(boxed) - len(after)
     parts = []
-    if len(ringed) == len(slow) > 1:
-        parts.append(f"all {len(ringed)} are ringed")
-    elif ringed:
-        parts.append(f"{len(ringed)} {'is' if len(ringed) == 1 else 'are'} ringed")
+    if len(boxed) == len(slow) > 1:
+        parts.append(f"all {len(boxed)} are boxed")
+    elif boxed:
+        parts.append(f"{len(boxed)} {'is' if len(boxed) == 1 else 'are'} boxed")
     if after:
-        parts.append(f"{len(after)} came one or two steps after a ring")
+        parts.append(f"{len(after)} came one or two steps after a boxed one")
     if away:
         parts.append(f"{away} {'is' if away == 1 else 'are'} away from every wait")
     text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
-    if ringed or after:
-        text += (" Near a wait, the redraw's work had not quite ended: most likely the browser drawing the update "
-                 "that redraw sent, when the browser runs on this computer.")
+    if boxed or after:
+        text += (" A redraw's work does not end with the wait: the browser then draws the update it was sent, and "
+                 "when the browser runs on this computer, that drawing shares these cores with the next steps.")
     if away:
         text += (f" The {'one' if away == 1 else str(away)} away from every wait "
                  f"{'was' if away == 1 else 'were'} slowed by other work on these cores (another reader's run "

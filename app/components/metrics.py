@@ -34,9 +34,14 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
                     "note": "computed from measured times: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
         out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})
+    positions = events[-1].kv_seq_len
+    note = f"measured from the tensors: {positions} positions"
+    if len(events) > 1 and events[-1].n_new == 1 and positions > 1:
+        # the traffic chart's last bar reads one position fewer than this: say so, or 3.96 MB read
+        # beside a 4.01 MB cache looks like an error
+        note += f" (the last step read {positions - 1} of them and wrote 1)"
     out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes),
-                "note": f"measured from the tensors: {events[-1].kv_seq_len} positions"
-                if ctx.cache != "none" else "no cache in this run"})
+                "note": note if ctx.cache != "none" else "no cache in this run"})
     gbs = perf.achieved_bandwidth(events)
     if gbs is not None:
         ceiling = ctx.ceilings.bandwidth
@@ -56,7 +61,7 @@ def latency_table(events: list[Event], ctx: RunContext | None = None) -> pd.Data
         "forward": k, "phase": e.phase, "new tokens": e.n_new, "token produced": e.token_text,
         "measured ms": e.latency_ms, "predicted ms": e.predicted_ms,
         "error %": perf.prediction_error_pct(e.predicted_ms, e.latency_ms),
-        # the chart's rings: the wait for the page's redraw came before the step and is not in its time
+        # the chart's squares: the wait for the page's redraw came before the step and is not in its time
         "waited for page redraw ms (measured, before the step)": e.waited_ms,
     } for k, e in enumerate(events)])
 

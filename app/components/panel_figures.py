@@ -305,7 +305,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
     r0, r1 = _rate(first), _rate(last)
     lead = "**Measured:**" if where == "this machine" else f"**Measured on {where}, not this server:**"
     out = [f"{lead} from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
-           f"(median step {_num(t0)} → {_num(t1)} ms) while {b1 / b0:g}× as many "
+           f"(median step {t0:g} → {t1:g} ms, as the table holds them) while {b1 / b0:g}× as many "
            f"sequences shared each step, so the tokens per second grew **×{r1 / r0:.1f}** "
            f"({_num(r0)} → {_num(r1)} tokens/s)."]
     doublings = [(a["batch"], b["batch"], _rate(b) / _rate(a)) for a, b in zip(rows, rows[1:], strict=False)]
@@ -373,8 +373,9 @@ def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str,
     elif est:
         parts.append(f"at about batch **{est:.0f}** by the roofline rule of thumb (computed)")
     if crossover:
-        parts.append(f"the latency model turns later, at ≈ **{crossover:.0f}** (predicted), because it counts costs "
-                     "the rule of thumb leaves out")
+        whose = f"{where}'s" if here and here.get("batch") and where != "this machine" else "the"
+        parts.append(f"{whose} latency model turns later, at ≈ **{crossover:.0f}** (predicted), because it counts "
+                     "costs the rule of thumb leaves out")
     return ("; ".join(parts) + ". In detail:") if parts else ""
 
 

@@ -285,7 +285,8 @@ def label(m: Measurement, now: dt.datetime | None = None, can_measure: bool = Tr
         then = ("press the button to measure on this server now" if can_measure
                 else "the button measures on this server once the model is ready")
         return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y} (a recording bundled with "
-                f"the app; a shared machine's speed varies between runs, so compare shapes, not milliseconds; "
+                f"the app; each bundled recording is its own session, and a shared machine's speed varies between "
+                f"sessions, so compare shapes, not milliseconds; "
                 f"{then})")
     if m.source == "server":
         return (f"Measured on this server at {_clock(m.measured_at, now)} by a reader's earlier run; press the "
