@@ -395,3 +395,36 @@ def test_a_cancelled_run_ends_every_request_in_words_and_takes_no_more():
     assert all(r.error and not r.done for r in run.requests)
     assert sum("cancelled before it was sent" in r.error for r in run.requests) == 3
     client.close()
+
+
+class _Started(Exception):
+    """Raised where the command would start its first engine."""
+
+
+@pytest.mark.parametrize("command", ["cmd_calibrate", "cmd_record", "cmd_bench"])
+def test_engine_commands_measure_a_missing_host_calibration_before_any_engine_starts(command, tmp_path,
+                                                                                    monkeypatch):
+    """On a cold machine `make engine-bench` stopped at the first fit ('this machine has no
+    calibration yet'): the commands that fit an engine measure the host first, engines still down."""
+    import argparse
+
+    import core.calibrate
+    import core.engines.session
+    from core.engines import commands
+
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))  # nothing cached here
+    calls = []
+    monkeypatch.setattr(core.calibrate, "host_calibration", lambda measure=False: calls.append(measure))
+
+    def started(*args, **kwargs):
+        assert calls == [True], "an engine started before the host calibration was measured"
+        raise _Started
+
+    monkeypatch.setattr(core.engines.session, "started", started)
+    monkeypatch.setattr(core.engines.session, "installed", lambda engine: True)
+    monkeypatch.setattr(commands, "_exit_on_sigterm", lambda: None)  # leave pytest's own handlers alone
+    monkeypatch.setattr(commands, "runner_prompt_ids", lambda: (1, 2, 3))
+    args = argparse.Namespace(only="vllm-b2048", json=True, out=str(tmp_path / "rec.json"))
+    with pytest.raises(_Started):
+        getattr(commands, command)(args)
+    assert calls == [True]
