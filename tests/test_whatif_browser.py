@@ -128,6 +128,19 @@ def test_every_setting_moves_a_chart_and_the_link(app_server, page):
     page.goto(page.url + "&draft=smollm2-360m")
     page.get_by_text("Speculative decoding with smollm2-360m", exact=False).wait_for(timeout=60_000)
     assert "draft=smollm2-360m" in page.url
+    _idle(page)
+    page.locator("[data-testid=stExpander] summary").filter(has_text="Speculative decoding").click()
+    page.get_by_role("slider", name="Draft tokens per check (γ)").wait_for(timeout=30_000)
+    # γ and α move no chart (the charts are plain decode); they move the speculative answer's numbers
+    answer = page.get_by_text("Speculative decoding with smollm2-360m", exact=False)
+    for label, param, words in (("Draft tokens per check (γ)", "gamma=3", "drafting γ = 3 tokens"),
+                                ("Acceptance rate per draft token (α)", "alpha=0.69", "0.69")):
+        before = answer.inner_text()
+        _slide_left(page, label)
+        page.wait_for_function(f"() => window.location.search.includes({param!r})", timeout=30_000)
+        page.wait_for_function("([el, before]) => el.innerText !== before", arg=[answer.element_handle(), before],
+                               timeout=30_000)
+        assert words in answer.inner_text()
     page.screenshot(path=str(ARTIFACTS / "whatif-every-setting.png"), full_page=True)
 
     before = _signatures(page)
