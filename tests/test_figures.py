@@ -307,9 +307,9 @@ def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
     from core import perf
 
     events, ctx = run_data
-    # predicted 30% faster than measured: within the range the sketch is sized by the measurement
+    # predicted 20% faster than measured: within the range the sketch is sized by the measurement
     # (a tiny model's own ratio on a shared machine could fall anywhere)
-    events = [_predicted_at(events[0], events[0].latency_ms / 1.3), *events[1:]]
+    events = [_predicted_at(events[0], events[0].latency_ms / 1.2), *events[1:]]
     whole, chunked = sk.timelines(events, ctx)
     terms, priced = events[0].predicted_terms_ms, events[0].n_new
     # the predicted split, scaled so the run's own prompt costs exactly its measured prefill
@@ -361,17 +361,27 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     assert sk.slot_values(slow, ctx)["chunk_iterations"] == "8 iterations, the last one shorter"
     low_ridge = dataclasses.replace(ctx, ceilings=Ceilings(7e11, 7e10, None, "test"))  # ridge 0.1 FLOP/byte
     verdict = lesson.values_for(slow, low_ridge)["prefill_verdict"]
-    assert "something else held it up" in verdict and "arithmetic is what sets its time" not in verdict
+    assert "time it does not account for" in verdict and "arithmetic is what sets its time" not in verdict
+    assert verdict.startswith("**So was this prefill compute-bound?** By its FLOPs and bytes, yes, but this "
+                              "measurement took far longer")
+    gap = int(re.search(r"the other (\d+) ms are time it does not account for", verdict).group(1))
+    took = float(re.search(r"It took ([\d.]+) ms \(measured\)", verdict).group(1))
+    said = float(re.search(r"predicts (\d+) ms", verdict).group(1))
+    assert gap == round(took - said)  # divided from the printed figures
     normal = [_predicted_at(first, first.latency_ms / 1.2), *events[1:]]
     plain = lesson.values_for(normal, low_ridge)["prefill_verdict"]
-    assert "something else held it up" not in plain and "adds the parts up" in plain  # the prediction explains it
+    assert "does not account for" not in plain and "adds the parts up" in plain  # the prediction explains it
     # the answer first: this tiny model reaches a sliver of a 70 GFLOP/s roof, which the answer says
     assert plain.startswith(("**So was this prefill compute-bound?** Only in principle: it ran far below the roof",
                              "**So was this prefill compute-bound?** Yes, but far below the roof"))
     # 1.7x the prediction (a run a reader saw: 279 ms against 163): the latency section calls that gap
     # noise, so the verdict must not put it on the thin matrix products the prediction already counts
     middling = lesson.values_for([_predicted_at(first, first.latency_ms / 1.7), *events[1:]], low_ridge)
-    assert "something else held it up" in middling["prefill_verdict"]
+    assert "time it does not account for" in middling["prefill_verdict"]
+    # and the serving sketch, at the same 1.7x, is sized as predicted too (a reader saw it scaled to the
+    # measured 220 ms beside a verdict saying 86 of them were not the model's work)
+    middle_run = [_predicted_at(first, first.latency_ms / 1.7), *events[1:]]
+    assert sk.slot_values(middle_run, ctx)["prefill_scale"].startswith("sized as predicted")
 
 
 def _predicted_at(event, total_ms: float):
@@ -385,7 +395,7 @@ def _predicted_at(event, total_ms: float):
 
 def test_a_step_gap_on_one_side_in_every_step_is_not_called_noise():
     assert "not random noise" in lesson._rest_sentence(66.0, 53.0, 1.0)
-    assert "most likely this shared machine's speed changing" in lesson._rest_sentence(66.0, 53.0, 0.6)
+    assert "other work on the same cores comes and goes" in lesson._rest_sentence(66.0, 53.0, 0.6)
 
 
 def test_a_prefill_far_slower_than_predicted_is_explained(run_data):
@@ -449,7 +459,7 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
     events, ctx = run_data
     # median decode step 10 ms: step 3 is slow and boxed, 4 slow right after it, 9 slow far from any wait
     note = lesson.pause_note(_with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
-    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10 ms, measured), 1 is boxed, "
+    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10.0 ms, measured), 1 is boxed, "
             "1 came one or two steps after a boxed one, 1 is away from every wait.") in note
     assert "The one away from every wait was slowed by other work on these cores" in note
     near = lesson.pause_note(_with(events, {3: 30.0, 5: 25.0}, {3: 500.0}))

@@ -319,6 +319,14 @@ def test_a_recordings_number_beside_the_runs_gives_both_figures():
     assert "within 10% of each other" in panel_figures.recording_beside_run([("x", 100.0, 105.0)])
     assert "1.5× as long on the recording machine" in panel_figures.recording_beside_run([("x", 150.0, 100.0)])
     assert panel_figures.recording_beside_run([]) == ""
+    assert "calibrated ceilings" not in text  # no ceilings given: nothing said of them
+    # a reader saw the recording's prefill faster and its decode step slower than their own run: the
+    # machines' ceilings, when both are known, say why
+    there = {"peak_flops_per_s": 154.2e9, "bandwidth_bytes_per_s": 10.5e9}
+    here = {"peak_flops_per_s": 106.9e9, "bandwidth_bytes_per_s": 21.57e9}
+    both = panel_figures.recording_beside_run([("x", 142.0, 220.0), ("y", 65.6, 42.5)], there, here)
+    assert ("matrix arithmetic at 154 GFLOP/s on the recording machine against 107 here, memory bandwidth "
+            "10.50 GB/s against 21.57 here") in both
 
 
 def _fake_run(prompt: str, ids: int, latencies: list[float], **settings) -> object:

@@ -167,7 +167,7 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
     layout["yaxis"] = {"title": {"text": "ms", "standoff": 6}, "domain": [0.42, 1.0], "rangemode": "tozero",
                        "nticks": 5}
     layout["yaxis2"] = {"title": {"text": "error", "standoff": 6}, "domain": [0.0, 0.25], "zeroline": True,
-                        "ticksuffix": "%", "nticks": 6}
+                        "ticksuffix": "%", "nticks": 5}
     return {"data": data, "layout": layout}
 
 
@@ -202,10 +202,10 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
     else:
         fast = sum(1 for x in decode_errors if x < 0)
         rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median over steps; {fast} of "
-                f"{len(decode_errors)} too fast)" if decode_errors else "decode from the first decode step")
+                f"{len(decode_errors)} predicted too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("Latency per token: prefill once, then one decode step per token"
-            f"<br><sub>prediction error (predicted vs measured): {errors}</sub>")
+            f"<br><sub>prediction error: {errors}</sub>")
 
 
 def signed_pct(x: float) -> str:
@@ -363,6 +363,13 @@ def gbs_text(bandwidth: float) -> str:
     """A bandwidth in GB/s as the page prints it: two decimals, the precision at which a reader
     dividing a printed size by it gets the printed time (the "about this run" table prints the same)."""
     return f"{bandwidth / 1e9:.2f}"
+
+
+def ridge_text(peak_flops: float, bandwidth: float) -> str:
+    """The ridge point in FLOP/byte as the page prints it: divided from the printed roof and bandwidth
+    (sig3 GFLOP/s over gbs_text GB/s), so 107 ÷ 21.57 reads 5.0 wherever it is quoted, not 4.9 in
+    one place and 5.0 in another from differently rounded copies of the same calibration."""
+    return f"{float(sig3(peak_flops / 1e9)) / float(gbs_text(bandwidth)):.1f}"
 
 
 def _sig(value: float, digits: int = 5) -> float:

@@ -13,7 +13,7 @@ import statistics
 from functools import cache
 from pathlib import Path
 
-from app.components.figures import fmt_bytes, gbs_text, sig3, signed_pct
+from app.components.figures import fmt_bytes, gbs_text, ridge_text, sig3, signed_pct
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -64,7 +64,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         v["crossover_b1"] = f"{perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"
     c = ctx.ceilings
     if c.bandwidth and c.peak_flops:
-        v["ridge"] = f"{c.peak_flops / c.bandwidth:.1f}"  # the precision of the intensities it is compared with
+        v["ridge"] = ridge_text(c.peak_flops, c.bandwidth)  # the precision of the intensities it is compared with
         v["ceiling_gbs"] = f"{gbs_text(c.bandwidth)} GB/s"
     if events:
         v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
@@ -147,7 +147,8 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
         return ""
     median = statistics.median(ms for _, ms in decode)
     slow = [k for k, ms in decode if ms > SLOW_STEP * median]
-    limit = f"{SLOW_STEP:g}× the median step ({SLOW_STEP * median:.0f} ms; median {median:.0f} ms, measured)"
+    shown = sig3(median)  # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
+    limit = f"{SLOW_STEP:g}× the median step ({SLOW_STEP * float(shown):.0f} ms; median {shown} ms, measured)"
     if not slow:
         return f" No decode step took longer than {limit}."
     boxed = [k for k in slow if k in waited]
@@ -262,8 +263,8 @@ def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: floa
                 "computer's speed changes as other work on it comes and goes)")
     if gap > 0:
         return (f"the other {gap:.0f} ms are what the prediction misses: not counted by the latency model, "
-                "most likely this shared machine's speed changing during the run as other work on it comes "
-                "and goes (the latency chart shows whether the slow steps come in stretches)")
+                "on a shared machine, other work on the same cores comes and goes during a run (the latency "
+                "chart shows whether the slow steps come in stretches)")
     return (f"{-gap:.0f} ms less than predicted: the latency model's coefficients were fitted to forwards "
             "timed when this server started, and this shared machine runs faster or slower as other work "
             "on it comes and goes")
@@ -293,7 +294,7 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
     bw = ctx.ceilings.bandwidth
     if peak and bw and prefill.cost["bytes"]["total"]:
-        ridge = peak / bw
+        ridge = float(ridge_text(peak, bw))
         intensity = flops / prefill.cost["bytes"]["total"]
         v["prefill_vs_ridge"] = (
             f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
@@ -315,6 +316,9 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         if not mostly_arithmetic:
             answer = ("Only in principle: " + ("it ran far below the roof, and " if not near else "")
                       + "most of its time went to other work than arithmetic.")
+        elif not split:  # measured far above the prediction: say what the model's count says, and no more
+            answer = ("By its FLOPs and bytes, yes, but this measurement took far longer than that work explains "
+                      "(below).")
         else:
             answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
         head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
@@ -327,11 +331,12 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         elif split:
             tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
         else:
+            # the gap divided from the printed figures, so 220 − 134 reads as the printed 86
+            gap = _printed(sig3(measured)) - _printed(f"{predicted:.0f}")
             tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
-                    f"predicts {predicted:.0f} ms; the other {measured - predicted:.0f} ms were not the model's "
-                    "work: something else held it up (other work on this shared computer, or the first run after "
-                    "the server started warming its memory). Press Generate again and it usually lands nearer "
-                    "the prediction.")
+                    f"predicts {predicted:.0f} ms; the other {gap:.0f} ms are time it does not account for. A "
+                    "prefill is one burst timed once, so anything else this shared computer does at that "
+                    "moment lands in it whole; a second run of the same prompt shows whether it repeats.")
         v["prefill_verdict"] = (
             head + tail
             if intensity >= ridge else
@@ -373,7 +378,8 @@ def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
 STANDS_OUT = 1.3
 
 
-def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which: str = "key") -> str:
+def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which: str = "key",
+                         batch: int = 1) -> str:
     """What the brightness of the per-layer head chart is, and, when one head is brighter than the
     rest, by how much and where that comes from, counted from the run's vectors ('' without them).
 
@@ -387,7 +393,7 @@ def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which
     if not rows or not rows[0]:
         return ""
     what = (f"Brightness is the length (L2 norm) of the {which} vector each KV head stored in the cache "
-            f"at that position, in layer {layer} (measured, for the first sequence of the batch).")
+            f"at that position, in layer {layer} (measured{', for the first sequence of the batch' if batch > 1 else ''}).")
     if n_kv_heads < 2:
         return what
     means = [statistics.fmean(r) for r in rows]

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components import palette as pal
+from app.components.figures import gbs_text, ridge_text, sig3
 
 MODE_STYLE = {"dynamic": (pal.BLUE, "solid", "cache on, dynamic (grows as it goes)"),
               "static": (pal.GREEN, "dot", "cache on, static (allocated up front)"),
@@ -220,7 +221,7 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
         fig.add_annotation(x=math.log10(crossover), y=0.02, yref="y2 domain", xref="x2", yanchor="bottom",
                            text=f"compute-bound from<br>batch ≈ {crossover:.0f} (predicted)", showarrow=False,
                            xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.VERMILLION})
-    estimate = roofline.get("batch")
+    estimate = shown_estimate(roofline)[2] if roofline.get("batch") else None
     if estimate:
         estimate_line = {"color": pal.PURPLE, "dash": "dashdot", "width": 2}
         fig.add_vline(x=estimate, line=estimate_line, row=1, col=1)
@@ -322,13 +323,13 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
     if roofline.get("batch"):
         context = result.get("prompt_len")
         at = f" at this panel's context ({context} prompt tokens plus a few generated)" if context else ""
-        ridge, intensity, est = roofline["ridge_flop_per_byte"], roofline["decode_intensity"], roofline["batch"]
-        bullets.append(f"- *Roofline estimate (computed):* one decode step at batch 1 does **{intensity:.2f} FLOPs "
+        ridge, intensity, est = shown_estimate(roofline)
+        bullets.append(f"- *Roofline estimate (computed):* one decode step at batch 1 does **{intensity} FLOPs "
                        f"per byte** it moves{at}, by the cost model's count, and {where}'s ridge point is "
-                       f"**{ridge:.1f} FLOP/byte** (its calibrated matmul speed{_speeds(roofline)} over its memory "
-                       "bandwidth). Each "
+                       f"**{ridge} FLOP/byte** (its calibrated matmul speed over its memory "
+                       f"bandwidth{_speeds(roofline)}). Each "
                        "extra row adds arithmetic but reads the same weights, so the FLOPs per byte grow about in "
-                       f"step with the batch and reach the ridge near batch {ridge:.1f} ÷ {intensity:.2f} ≈ "
+                       f"step with the batch and reach the ridge near batch {ridge} ÷ {intensity} ≈ "
                        f"**{est:.0f}**.")
     if crossover:
         if crossover > b1:
@@ -343,10 +344,11 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
                        "throughput grows ever more slowly.")
     if here and here.get("batch"):
-        bullets.append(f"- *On this server (computed):* its ridge is **{here['ridge_flop_per_byte']:.1f} FLOP/byte** "
+        ridge_here, intensity_here, est_here = shown_estimate(here)
+        bullets.append(f"- *On this server (computed):* its ridge is **{ridge_here} FLOP/byte** "
                        f"(calibrated when it started{_speeds(here)}) and the same batch-1 step does "
-                       f"{here['decode_intensity']:.2f} FLOPs per byte, so the same estimate gives batch ≈ "
-                       f"**{here['batch']:.0f}** here (in words only: the chart holds {where}'s numbers alone). "
+                       f"{intensity_here} FLOPs per byte, so the same estimate gives batch ≈ "
+                       f"**{est_here:.0f}** here (in words only: the chart holds {where}'s numbers alone). "
                        "Press the button to measure this server's own curve.")
     if bullets:
         out.append("**Where decode stops being bandwidth-bound:** " + _in_short(roofline, crossover, here, where)
@@ -364,10 +366,11 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
 def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str, float] | None,
               where: str) -> str:
     """One answer first, then why the page gives several: each is a different machine or a different rule."""
-    est = roofline.get("batch")
+    est = shown_estimate(roofline)[2] if roofline.get("batch") else None
     parts = []
     if here and here.get("batch"):
-        parts.append(f"on this server at about batch **{here['batch']:.0f}** by the roofline rule of thumb (computed)")
+        parts.append(f"on this server at about batch **{shown_estimate(here)[2]:.0f}** by the roofline rule of "
+                     "thumb (computed)")
         if est:
             parts.append(f"on {where}, with its own ridge, near **{est:.0f}** by the same rule")
     elif est:
@@ -380,27 +383,57 @@ def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str,
 
 
 def _speeds(roofline: dict[str, float]) -> str:
-    """", 102 GFLOP/s ... 15.8 GB/s" when a roofline estimate carries the ceilings it divided."""
+    """": 102 GFLOP/s ÷ 15.80 GB/s" when a roofline estimate carries the ceilings it divided."""
     peak, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
     if not peak or not bw:
         return ""
-    return f", {peak / 1e9:.0f} GFLOP/s ÷ {bw / 1e9:.2f} GB/s"
+    return f": {sig3(peak / 1e9)} GFLOP/s ÷ {gbs_text(bw)} GB/s"
 
 
-def recording_beside_run(pairs: list[tuple[str, float, float]]) -> str:
+def shown_estimate(roofline: dict[str, float]) -> tuple[str, str, float]:
+    """(ridge, intensity, batch) as printed: the ridge divided from the printed ceilings where the
+    estimate carries them (as the live page's roofline text prints it), the batch from the printed
+    ridge over the printed intensity, so every division a reader redoes comes out as printed."""
+    peak, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
+    ridge = ridge_text(peak, bw) if peak and bw else f"{roofline['ridge_flop_per_byte']:.1f}"
+    intensity = f"{roofline['decode_intensity']:.2f}"
+    return ridge, intensity, float(ridge) / float(intensity)
+
+
+def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: dict[str, float] | None = None,
+                         here_roof: dict[str, float] | None = None) -> str:
     """Sentences putting a recording's number beside this server's for the same quantity, both
     figures given ('' without pairs). A reader who sees a prefill of 130 ms in the recording and of
     279 ms in their own run above must be told the two are different machines, not left to wonder.
-    `pairs`: (what, ms on the recording machine, ms in the reader's last run here)."""
+    `pairs`: (what, ms on the recording machine, ms in the reader's last run here). With both machines'
+    roofline estimates (which carry their calibrated ceilings), a sentence on how the two machines'
+    ceilings differ: a prefill can be faster there while a decode step is faster here."""
     if not pairs:
         return ""
     lines = [f"**The recording beside your run:** {what} took **{_num(recorded)} ms** on the recording machine "
              f"(measured there) and **{_num(here)} ms** in your last run on this server (measured here), "
              f"{_how_far(recorded, here)}." for what, recorded, here in pairs]
+    ceilings = _ceilings_sentence(recorded_roof or {}, here_roof or {})
+    if ceilings:
+        lines.append(ceilings)
     lines.append("The recording was made at another moment on the computer its caption names, which may differ "
                  "from this one; a shared machine's speed also comes and goes with the other work on it, so compare "
                  "the recording's shapes, and press the button for this server's own milliseconds.")
     return " ".join(lines)
+
+
+def _ceilings_sentence(recorded: dict[str, float], here: dict[str, float]) -> str:
+    """The two machines' calibrated ceilings side by side, and which phase each one speeds up."""
+    keys = ("peak_flops_per_s", "bandwidth_bytes_per_s")
+    if not all(recorded.get(k) and here.get(k) for k in keys):
+        return ""
+    flops_there, bw_there = recorded[keys[0]], recorded[keys[1]]
+    flops_here, bw_here = here[keys[0]], here[keys[1]]
+    return (f"The two computers' calibrated ceilings differ too: matrix arithmetic at {sig3(flops_there / 1e9)} "
+            f"GFLOP/s on the recording machine against {sig3(flops_here / 1e9)} here, memory bandwidth "
+            f"{gbs_text(bw_there)} GB/s against {gbs_text(bw_here)} here. A prefill, mostly arithmetic, runs "
+            "faster on the computer with more FLOP/s; a decode step, mostly weight reads, on the one with more "
+            "bandwidth, so the two can differ in opposite directions.")
 
 
 def _how_far(recorded: float, here: float) -> str:

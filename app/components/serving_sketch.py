@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.components import palette as pal
+from app.components.lesson import HELD_UP
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -31,7 +32,9 @@ CHUNK = 128  # prompt tokens per iteration when chunked
 STREAMS = ("reader A", "reader B", "reader C")
 STEPS_BEFORE = 4  # decode steps before the long prompt arrives
 STEPS_SHOWN = 30  # iterations drawn in all
-OUTLIER = 2.0  # a measured prefill this many times off its prediction is not used to size the sketch
+# A measured prefill over HELD_UP times its prediction (the roofline text then says the model does not
+# account for the rest), or this many times under it, is not used to size the sketch.
+OUTLIER = 2.0
 
 
 @dataclass
@@ -59,7 +62,7 @@ def timelines(events: list[Event], ctx: RunContext, long_prompt: int = LONG_PROM
         return None
     priced = events[0].n_new
     to_measured = events[0].latency_ms / sum(terms.values())
-    if not 1 / OUTLIER <= to_measured <= OUTLIER:  # a prefill held up by other work: size it as predicted
+    if not 1 / OUTLIER <= to_measured <= HELD_UP:  # a prefill held up by other work: size it as predicted
         to_measured = 1.0
     terms = {k: v * to_measured for k, v in terms.items()}
     decode_terms = perf.median_terms_ms(events)
@@ -132,7 +135,7 @@ def slot_values(events: list[Event], ctx: RunContext) -> dict[str, Any]:
     predicted = sum(events[0].predicted_terms_ms.values())
     ratio = events[0].latency_ms / predicted
     scale = (f"scaled so this run's own prompt costs exactly its measured {events[0].latency_ms:.0f} ms"
-             if 1 / OUTLIER <= ratio <= OUTLIER else
+             if 1 / OUTLIER <= ratio <= HELD_UP else
              f"sized as predicted: this run's prefill took {events[0].latency_ms:.0f} ms against "
              f"{predicted:.0f} ms predicted, {ratio:.1f}× off, so something else held it up and it would "
              "distort the sketch")

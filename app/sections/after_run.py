@@ -118,7 +118,7 @@ def render_layer_detail(run: Any) -> None:
     with c1:
         st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
     with c2:  # under the explanation: what the colours mean, and which head stands out and why
-        st.markdown(lesson.layer_heads_sentence(run.events, ctx.n_kv_heads, layer, which))
+        st.markdown(lesson.layer_heads_sentence(run.events, ctx.n_kv_heads, layer, which, ctx.batch))
 
 
 def render_crossover(events: list, ctx: Any) -> None:

@@ -237,7 +237,8 @@ def _batching_body(loaded: Any) -> None:
         summary = panel_figures.batching_summary(shown.result, where, here)
         if summary:
             st.markdown(summary)
-        beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()))
+        beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
+                                                    shown.result.get("roofline"), here)
         if beside:
             st.markdown(beside)
     _poll(job, state.BATCHING_SEEN)
