@@ -126,6 +126,13 @@ def test_tiles_say_measured_or_calibrated(run_data):
     labels = [t["label"] for t in tiles]
     assert labels[:4] == ["Time to first token", "Time per output token", "Decode speed", "KV cache size"]
     assert all("measured" in t["note"] or "computed" in t["note"] for t in tiles)
+    # the speed divides the printed step time (a reader saw 1000 ÷ "43 ms" beside 23.5 tok/s), × the rows
+    from dataclasses import replace
+
+    for batch in (1, 4):
+        shown = metrics.tiles(events, replace(ctx, batch=batch))
+        tpot = float(re.fullmatch(r"([\d.]+) ms", shown[1]["value"]).group(1))
+        assert shown[2]["value"] == f"{1000 / tpot * batch:.1f} tok/s"
     # the KV tile says how many positions the last step read, as the traffic chart's last bar counts them
     last = events[-1]
     read = int(re.search(r"the last step read (\d+) of them and wrote 1", tiles[3]["note"]).group(1))
@@ -421,7 +428,7 @@ def test_the_cache_share_is_written_on_the_charts_where_its_slices_are_too_thin(
     traffic = charts.figure_dict("traffic", events, ctx)["layout"]["annotations"]
     assert len(traffic) == 1 and f"KV cache at step {last}:" in traffic[0]["text"]
     assert f"{share:.1f}% of its bytes (computed)" in traffic[0]["text"]
-    assert ("too thin to see" in traffic[0]["text"]) == (share < 3)
+    assert ("a thin sliver" in traffic[0]["text"]) == (share < 3)
     first = figures.traffic_patch(events, 0, ctx)["layout"]["annotations"][0]["text"]
     assert first.startswith("KV cache at prefill:")
     budget = charts.figure_dict("budget", events, ctx)["layout"]["annotations"]
@@ -467,6 +474,8 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
     assert "A redraw's work does not end with the wait" in near
     boxed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
     assert "Of the 2 decode steps slower than" in boxed and "measured), all 2 are boxed." in boxed
+    one = lesson.pause_note(_with(events, {3: 30.0}, {3: 500.0}))
+    assert "One decode step was slower than 1.5× the median step (15 ms; median 10.0 ms, measured): it is boxed." in one
     calm = lesson.pause_note(_with(events, {}, {3: 500.0}))
     assert "No decode step took longer than 1.5× the median step" in calm and "other work" not in calm
 
@@ -546,7 +555,7 @@ def test_the_paper_time_is_the_printed_bytes_over_the_printed_bandwidth(run_data
     ctx = dataclasses.replace(ctx, ceilings=Ceilings(bandwidth, 7e10, None, "test"))
     values = lesson.values_for(events, ctx)
     text = lesson.text("q_paper", values)
-    mb, gbs, ms = re.search(r"\*\*([\d.,]+) MB\*\* \(computed\) at this machine's\s+([\d.]+) GB/s "
+    mb, gbs, ms = re.search(r"\*\*([\d.,]+) MB\*\* \(computed, the median step\) at this machine's\s+([\d.]+) GB/s "
                             r"\(calibrated\) is \*\*([\d.]+) ms\*\*", text).groups()
     assert _agrees(ms, mb, gbs, 1.0), (mb, gbs, ms)  # MB ÷ (GB/s) is ms
     assert round(float(mb.replace(",", "")) / float(gbs), 1) == float(ms)  # exactly what the reader gets
@@ -632,7 +641,7 @@ def test_the_reported_paper_division_now_comes_out_as_printed():
     ctx = replay.context_from_trace(trace)
     ctx = dataclasses.replace(ctx, ceilings=Ceilings(7.5512e9, ctx.ceilings.peak_flops, None, "test"))
     text = lesson.text("q_paper", lesson.values_for(trace.events, ctx))
-    assert re.search(r"\*\*542 MB\*\* \(computed\) at this machine's\s+7\.55 GB/s \(calibrated\) is \*\*71\.8 ms\*\*",
+    assert re.search(r"\*\*542 MB\*\* \(computed, the median step\) at this machine's\s+7\.55 GB/s \(calibrated\) is \*\*71\.8 ms\*\*",
                      text)
 
 

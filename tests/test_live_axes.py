@@ -115,6 +115,14 @@ def test_every_live_chart_keeps_axes_that_cover_its_data(charts_page, browser) -
         _settled_check(page, "after the last step")
         traffic = {r["axis"]: r for r in assert_axes_cover_data(page, CHARTS) if r["chart"] == "traffic"}
         assert traffic["yaxis"]["dataMax"] > 500 and traffic["yaxis2"]["dataMax"] > 20_000, traffic
+        # the legend's keys are drawn by the page, not Plotly: the boxed waits' key is a square, as on
+        # the chart (a reader saw a circle beside the text's "pink squares")
+        keys = dict(page.evaluate("""() => Array.from(document.querySelectorAll(
+            '.pd-chart[data-chart=latency] .pd-legend-item')).map(i => [i.innerText.trim(),
+            Array.from(i.querySelectorAll('svg > *')).map(e => e.tagName)])"""))
+        boxed = next(tags for text, tags in keys.items() if text.startswith("boxed"))
+        assert boxed == ["rect"], keys
+        assert "circle" in next(tags for text, tags in keys.items() if text.startswith("predicted")), keys
 
         _redraw_without_a_new_step(page)
         _settled_check(page, "redrawn with no new step")

@@ -106,7 +106,7 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
                "fillcolor": pal.PREFILL, "line": {"width": 0}}]
     decoded = e.kv_seq_len - p
     if decoded > 0:
-        notes.append(_note(f"■ decode: +1 column per step ({decoded} so far)", 1, 1.04, yanchor="bottom",
+        notes.append(_note(f"■ decode: +1 column per step ({decoded} added)", 1, 1.04, yanchor="bottom",
                            xanchor="right", font={"size": 12, "color": pal.DECODE}))
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": p - 0.5, "x1": e.kv_seq_len - 0.5,
                        "y0": 1.0, "y1": 1.03, "fillcolor": pal.DECODE, "line": {"width": 0}})
@@ -270,7 +270,7 @@ def _kv_traffic_note(e: Event, k: int) -> dict[str, Any]:
     text = (f"KV cache at {where}: {fmt_bytes(b['kv_read'])} read + {fmt_bytes(b['kv_write'])} written, "
             f"{share:.1f}% of its bytes (computed)")
     if share < 3:
-        text += ": too thin to see at this length"
+        text += ": a thin sliver at this length"
     return _note(text, 0, 1.02, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KV_READ})
 
 
@@ -439,8 +439,8 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
         # one line at every step count: a note that wraps mid-run would move the plot under it
-        text = (f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted, a slice too "
-                "thin to see; it grows with every token")
+        text = (f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted, a sliver "
+                "at most; it grows with every token")
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     return patch

@@ -163,7 +163,10 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
         parts.append(f"{len(after)} came one or two steps after a boxed one")
     if away:
         parts.append(f"{away} {'is' if away == 1 else 'are'} away from every wait")
-    text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
+    if len(slow) == 1:
+        text = f" One decode step was slower than {limit}: it " + ", ".join(parts).removeprefix("1 ") + "."
+    else:
+        text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
     if boxed or after:
         text += (" A redraw's work does not end with the wait: the browser then draws the update it was sent, and "
                  "when the browser runs on this computer, that drawing shares these cores with the next steps.")

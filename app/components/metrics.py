@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from app.components.figures import BUDGET_PARTS, fmt_bytes, gbs_text, position_tokens
+from app.components.figures import BUDGET_PARTS, fmt_bytes, gbs_text, position_tokens, sig3
 from app.services.context import RunContext
 from core import perf
 from core.trace import Event
@@ -28,9 +28,10 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     tpot = perf.tpot_ms(events)
     if tpot is not None:
         steps = len(perf.decode_latencies_ms(events))
-        out.append({"label": "Time per output token", "value": f"{tpot:.0f} ms",
+        shown = sig3(tpot)  # the speed is divided from it, so 1000 ÷ the printed ms gives the printed tok/s
+        out.append({"label": "Time per output token", "value": f"{shown} ms",
                     "note": f"measured: mean of {steps} decode steps"})
-        out.append({"label": "Decode speed", "value": f"{1000.0 / tpot:.1f} tok/s",
+        out.append({"label": "Decode speed", "value": f"{1000.0 / float(shown) * ctx.batch:.1f} tok/s",
                     "note": "computed from measured times: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
         out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})

@@ -248,6 +248,7 @@ function swatch(t) {
       const symbol = String(marker.symbol || "circle");
       const fill = symbol.includes("open") ? "none" : color;
       if (symbol.startsWith("diamond")) add("polygon", { points: "15,1 21,7 15,13 9,7", fill: fill, stroke: color, "stroke-width": 1.5 });
+      else if (symbol.startsWith("square")) add("rect", { x: 10, y: 2, width: 10, height: 10, fill: fill, stroke: color, "stroke-width": 1.5 });
       else add("circle", { cx: 15, cy: 7, r: 4, fill: fill, stroke: color, "stroke-width": 1.5 });
     }
   }
