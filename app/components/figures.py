@@ -397,7 +397,7 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 
 # The predictor's terms (core.predictor.TERMS) as the reader sees them, bottom of the stack first.
 BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
-                ("memory", "streaming the weights", pal.WEIGHTS),
+                ("memory", "streaming the weights and activations", pal.WEIGHTS),
                 ("kv", "reading and writing the KV cache", pal.KV_READ),
                 ("compute", "arithmetic", pal.GREEN))
 
@@ -419,7 +419,7 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                              barmode="stack", bargap=0.15, meta={"notes_row": True})
     layout["margin"] = {**layout["margin"], "t": 95}  # the two-line title, then the KV note
     layout["xaxis"] = {"title": {"text": "decode step"}, "range": [0.3, max(ctx.max_new_tokens, 2) - 0.3]}
-    layout["yaxis"] = {"title": {"text": "ms per step"}, "rangemode": "tozero"}
+    layout["yaxis"] = {"title": {"text": "ms per step"}, "rangemode": "tozero", "nticks": 8}
     return {"data": data, "layout": layout}
 
 

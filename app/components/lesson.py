@@ -131,11 +131,15 @@ def pause_note(events: list[Event]) -> str:
     waited = waited_steps(events)
     if not waited:
         return ""
-    total_s = sum(events[k].waited_ms for k in waited) / 1000.0
+    total_ms = sum(events[k].waited_ms for k in waited)
+    total = f"{total_ms / 1000.0:.1f} s" if total_ms >= 100 else f"{total_ms:.0f} ms"
+    n = len(waited)
+    times, marks = (("once", "the pink square on the chart marks the forward that started right after it")
+                    if n == 1 else (f"{n} times", f"the pink squares on the chart mark the {n} forwards that "
+                                                  "started right after a wait"))
     text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
             f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
-            f"waited **{len(waited)} times** ({total_s:.1f} s in all, measured, not counted in any step): the "
-            f"pink squares on the chart mark the {len(waited)} forwards that started right after a wait.")
+            f"waited **{times}** ({total} in all, measured, not counted in any step): {marks}.")
     return text + _slow_steps_sentence(events, set(waited))
 
 
@@ -172,8 +176,9 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
                  "when the browser runs on this computer, that drawing shares these cores with the next steps.")
     if away:
         text += (f" The {'one' if away == 1 else str(away)} away from every wait "
-                 f"{'was' if away == 1 else 'were'} slowed by other work on these cores (another reader's run "
-                 "or page, or other programs on this shared machine), not by this page.")
+                 f"{'was' if away == 1 else 'were'} not near a redraw of this page: what slowed "
+                 f"{'it' if away == 1 else 'them'} came from elsewhere, which the page cannot see (another "
+                 "reader's run or page, other programs on this shared machine, the processor changing speed).")
     return text
 
 

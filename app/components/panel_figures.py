@@ -362,7 +362,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
                    + "\n" + "\n".join(bullets))
         if crossover and roofline.get("batch"):
             out.append("The two differ because the latency model also counts the cache and activation bytes that grow "
-                       "with every row, a fixed cost per forward, and how fast the machine really ran each kind of "
+                       "with every row, and how fast the machine really ran each kind of "
                        "work; the estimate uses the bare ceilings and the batch-1 step alone. A GPU, with far more "
                        "FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
         else:
