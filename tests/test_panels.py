@@ -386,6 +386,10 @@ def test_a_recordings_prediction_lines_say_whose_latency_model_drew_them():
     compare = panel_figures.compare_figure(_compare_result(), "The recording's prompt", "the recording machine")
     legend = [t.name for t in compare.data if t.showlegend is not False]
     assert "thin lines: predicted for the recording machine" in legend
+    # the subtitle names the predicted lines as the legend does: thin, in each mode's own dash (a reader
+    # saw "- -" above a solid thin line)
+    assert any(a.text == "Each forward: ● measured, thin lines predicted" for a in compare.layout.annotations)
+    assert {t.line.width for t in compare.data if t.mode == "lines" and t.xaxis == "x2"} == {1.5}
     assert all("predicted for the recording machine" in t.hovertemplate for t in compare.data
                if t.mode == "lines" and t.hovertemplate)
     assert not any("recording" in (t.name or "") for t in panel_figures.compare_figure(_compare_result()).data)

@@ -38,7 +38,7 @@ def compare_figure(result: dict[str, Any], whose: str = "Your prompt", where: st
     `where`, the machine whose latency model drew the thin lines (a recording's are not this server's,
     and the legend says so)."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("Total time so far (measured)", "Each forward: ● measured, - - predicted"))
+                        subplot_titles=("Total time so far (measured)", "Each forward: ● measured, thin lines predicted"))
     predicted = result.get("predicted", {})
     modes = _usable(result)
     shifts = _label_shifts({m: sum(v) / 1000 for m, v in modes.items()})
