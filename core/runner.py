@@ -244,6 +244,19 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
                 sequence = torch.cat([sequence, next_input], dim=1)
 
 
+def warm_up(loaded: LoadedModel) -> None:
+    """One untimed forward and decode step of a one-token prompt, run once after loading.
+
+    The first prefill after a load pays one-time costs (torch's lazy set-up of its kernels and
+    buffers) that have nothing to do with the prompt; without this they land in the first
+    reader's time to first token, and the latency model, fitted on warm forwards, calls the
+    difference unexplained.
+    """
+    first = encode_prompt(loaded, "Hello", chat=False)[:1]
+    for _ in run(loaded, first, GenerationSettings(max_new_tokens=2, stop_on_eos=False, record_kv_norms=False)):
+        pass
+
+
 def decode_over_filled_cache(loaded: LoadedModel, batch: int, cached_tokens: int, steps: int) -> list[float]:
     """Seconds of each of `steps` decode forwards at `batch` over a cache already `cached_tokens` long.
 

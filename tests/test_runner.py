@@ -195,3 +195,28 @@ def test_decode_over_a_filled_cache_runs_decode_steps_at_its_batch_over_that_cac
     assert seen == [((4, 1), 20), ((4, 1), 21), ((4, 1), 22)]  # one new token per row, the cache growing
     with pytest.raises(SettingsError, match="context window"):
         decode_over_filled_cache(tiny_model, batch=1, cached_tokens=tiny_model.context_window, steps=1)
+
+
+def test_warm_up_runs_one_untimed_forward_pair_and_changes_nothing(tiny_model):
+    """The load-time warm-up (the first prefill after a load paid one-time costs the prediction never
+    sees) leaves the model as it found it: the same greedy tokens after it as before."""
+    from core.runner import warm_up
+
+    before = generate_trace(tiny_model, "abc", _settings()).generated_ids
+    warm_up(tiny_model)
+    assert generate_trace(tiny_model, "abc", _settings()).generated_ids == before
+
+
+def test_the_app_warms_the_model_up_once_when_it_loads_it(monkeypatch):
+    from app.services import model as service
+
+    loaded, calls = object(), []
+    monkeypatch.setattr(service, "load_default", lambda: loaded)
+    monkeypatch.setattr(service, "warm_up", calls.append)
+    monkeypatch.setattr(service, "_keep_gc_off_the_model", lambda: None)
+    service.get_model.clear()
+    try:
+        assert service.get_model() is loaded and service.get_model() is loaded
+    finally:
+        service.get_model.clear()
+    assert calls == [loaded]

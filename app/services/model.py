@@ -21,6 +21,7 @@ from app.services.jobs import ModelJob, RunQueue
 from core.calibrate import resolve_hardware
 from core.model import load_default
 from core.predictor import default_annotator
+from core.runner import warm_up
 
 _ceilings_lock = threading.Lock()  # held by the job that measures, for as long as it measures
 _calibration_start_lock = threading.Lock()  # only ever held for a moment: script threads take it
@@ -31,6 +32,7 @@ _ceilings: Ceilings | None = None
 def get_model():
     """Load the default model once per server process (preparing it on first use)."""
     loaded = load_default()
+    warm_up(loaded)  # before any reader's run: the first forward's one-time costs stay out of their TTFT
     _keep_gc_off_the_model()
     return loaded
 
