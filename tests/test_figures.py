@@ -211,6 +211,7 @@ def test_small_terms_keep_two_digits_and_the_gap_reads_by_its_sign():
     assert lesson._ms(85.94) == "85.9" and lesson._ms(0.042) == "0.042" and lesson._ms(0.0) == "0.0"
     assert lesson._rest_sentence(100.0, 80.0).startswith("the other 20 ms are what the prediction misses")
     assert lesson._rest_sentence(74.0, 99.0).startswith("25 ms less than predicted")
+    assert lesson._rest_sentence(37.5, 41.0).startswith("3.5 ms less than predicted")  # 41 − 37.5, as printed
     assert lesson._rest_sentence(80.0, 79.5) == "the prediction matches it to within 1 ms"
 
 
@@ -466,7 +467,7 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
     events, ctx = run_data
     # median decode step 10 ms: step 3 is slow and boxed, 4 slow right after it, 9 slow far from any wait
     note = lesson.pause_note(_with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
-    assert ("Of the 3 decode steps slower than 1.5× the median step (15 ms; median 10.0 ms, measured), 1 is boxed, "
+    assert ("Of the 3 decode steps slower than 1.5× the median step (a limit of 15 ms; median 10.0 ms, measured), 1 is boxed, "
             "1 came one or two steps after a boxed one, 1 is away from every wait.") in note
     assert "The one away from every wait was not near a redraw of this page" in note
     once = lesson.pause_note(_with(events, {}, {3: 40.0}))
@@ -477,7 +478,7 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
     boxed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
     assert "Of the 2 decode steps slower than" in boxed and "measured), all 2 are boxed." in boxed
     one = lesson.pause_note(_with(events, {3: 30.0}, {3: 500.0}))
-    assert "One decode step was slower than 1.5× the median step (15 ms; median 10.0 ms, measured): it is boxed." in one
+    assert "One decode step was slower than 1.5× the median step (a limit of 15 ms; median 10.0 ms, measured): it is boxed." in one
     calm = lesson.pause_note(_with(events, {}, {3: 500.0}))
     assert "No decode step took longer than 1.5× the median step" in calm and "other work" not in calm
 

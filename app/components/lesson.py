@@ -152,7 +152,7 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
     median = statistics.median(ms for _, ms in decode)
     slow = [k for k, ms in decode if ms > SLOW_STEP * median]
     shown = sig3(median)  # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
-    limit = f"{SLOW_STEP:g}× the median step ({SLOW_STEP * float(shown):.0f} ms; median {shown} ms, measured)"
+    limit = f"{SLOW_STEP:g}× the median step (a limit of {SLOW_STEP * float(shown):.0f} ms; median {shown} ms, measured)"
     if not slow:
         return f" No decode step took longer than {limit}."
     boxed = [k for k in slow if k in waited]
@@ -225,14 +225,15 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     v["kv_sentence"] = kv_share
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
-    v["measured_median_ms"] = f"{measured:.0f}"
+    v["measured_median_ms"] = sig3(measured)  # as the batching panel's "your last run" prints it
     mean = statistics.fmean(e.latency_ms for e in decode)
     v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms: "
                       "other work on this computer landed in them, such as a browser drawing this page on the same machine "
                       "or other readers' runs and pages)"
                       if mean > 1.05 * measured else "")
     fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
-    v["rest_sentence"] = _rest_sentence(measured, pred, fast / len(decode))
+    # from the printed figures, so the gap a reader subtracts is the gap the sentence gives
+    v["rest_sentence"] = _rest_sentence(float(v["measured_median_ms"]), float(v["pred_ms"]), fast / len(decode))
     return v
 
 
@@ -262,18 +263,19 @@ def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: floa
     """What the gap between the median measured and median predicted step says, by its sign and by
     whether it is systematic (nearly every step on one side) or scattered."""
     gap = measured_ms - predicted_ms
+    shown = f"{abs(gap):.1f}" if abs(gap) < 10 else f"{abs(gap):.0f}"  # 41 − 37.5 reads 3.5, not 4
     if abs(gap) < max(1.0, 0.03 * measured_ms):
         return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
     if gap > 0 and share_too_fast >= 0.9:
-        return (f"the other {gap:.0f} ms are what the prediction misses, and it misses them in "
+        return (f"the other {shown} ms are what the prediction misses, and it misses them in "
                 f"{share_too_fast:.0%} of the steps, so this is not random noise: the whole run went slower "
                 "than the forwards the latency model was fitted on, timed when this server started (a shared "
                 "computer's speed changes as other work on it comes and goes)")
     if gap > 0:
-        return (f"the other {gap:.0f} ms are what the prediction misses: not counted by the latency model, "
+        return (f"the other {shown} ms are what the prediction misses: not counted by the latency model, "
                 "on a shared machine, other work on the same cores comes and goes during a run (the latency "
                 "chart shows whether the slow steps come in stretches)")
-    return (f"{-gap:.0f} ms less than predicted: the latency model's coefficients were fitted to forwards "
+    return (f"{shown} ms less than predicted: the latency model's coefficients were fitted to forwards "
             "timed when this server started, and this shared machine runs faster or slower as other work "
             "on it comes and goes")
 
