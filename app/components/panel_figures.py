@@ -206,10 +206,11 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
         for col in (1, 2):
             fig.add_vrect(x0=measured_max * 1.25, x1=top * 1.3, fillcolor=pal.GREY, opacity=0.12, line_width=0,
                           row=1, col=col)
-        # at the foot of the shaded band: the top holds the crossover labels
+        # upright at the foot of the shaded band, inside it: lying flat it ran across the crossover's
+        # dotted line left of the band, and the top holds the crossover labels
         fig.add_annotation(x=math.log10(math.sqrt(measured_max * 1.25 * top * 1.3)), y=0.02, yref="y domain",
-                           text="predicted only", showarrow=False, yanchor="bottom", font={"size": 12},
-                           row=1, col=1)
+                           text="predicted only", showarrow=False, yanchor="bottom", textangle=-90,
+                           font={"size": 12}, row=1, col=1)
     if crossover:
         line = {"color": pal.VERMILLION, "dash": "dot", "width": 2}
         for col in (1, 2):
