@@ -150,8 +150,9 @@ def latency_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"symbol": "line-ew-open", "size": 30, "color": pal.PREDICTED,
                     "line": {"width": 3, "color": pal.PREDICTED}},
          "hovertemplate": "prefill: %{y:.1f} ms predicted<extra></extra>"},
-        # A square (not a ring: the roofline's rings are predictions) round each forward that waited for the page's redraw just before it started, so the
-        # count of waits in the text beside the chart can be checked against the chart.
+        # A square (not a ring: the roofline's rings are predictions) round each forward that waited
+        # for the page's redraw just before it started, so the count of waits in the text beside the
+        # chart can be checked against the chart.
         {"type": "scatter", "mode": "markers", "x": [], "y": [], "customdata": [], "name": WAITED_NAME,
          "marker": {"symbol": "square-open", "size": 16, "color": pal.PURPLE, "line": {"width": 2.5}},
          "hovertemplate": "forward %{x} waited %{customdata:.0f} ms for the page's redraw before it started "

@@ -37,6 +37,12 @@ STEPS_SHOWN = 30  # iterations drawn in all
 OUTLIER = 2.0
 
 
+def _sized_by_measurement(to_measured: float) -> bool:
+    """Whether a prefill measured at `to_measured` × its prediction sizes the sketch (the figure and
+    its caption ask the same question, so they must get the same answer)."""
+    return 1 / OUTLIER <= to_measured <= HELD_UP
+
+
 @dataclass
 class Timeline:
     """One schedule: each stream's token times, the long prompt's prefill spans and first token."""
@@ -62,7 +68,7 @@ def timelines(events: list[Event], ctx: RunContext, long_prompt: int = LONG_PROM
         return None
     priced = events[0].n_new
     to_measured = events[0].latency_ms / sum(terms.values())
-    if not 1 / OUTLIER <= to_measured <= HELD_UP:  # a prefill held up by other work: size it as predicted
+    if not _sized_by_measurement(to_measured):  # a prefill held up by other work: size it as predicted
         to_measured = 1.0
     terms = {k: v * to_measured for k, v in terms.items()}
     decode_terms = perf.median_terms_ms(events)
@@ -135,7 +141,7 @@ def slot_values(events: list[Event], ctx: RunContext) -> dict[str, Any]:
     predicted = sum(events[0].predicted_terms_ms.values())
     ratio = events[0].latency_ms / predicted
     scale = (f"scaled so this run's own prompt costs exactly its measured {events[0].latency_ms:.0f} ms"
-             if 1 / OUTLIER <= ratio <= HELD_UP else
+             if _sized_by_measurement(ratio) else
              f"sized as predicted: this run's prefill took {events[0].latency_ms:.0f} ms against "
              f"{predicted:.0f} ms predicted, {ratio:.1f}× off, so something else held it up and it would "
              "distort the sketch")
