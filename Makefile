@@ -19,8 +19,11 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 LLAMA_CPP_PYTHON := 0.3.36
 LLAMA_SERVER := $(ENGINES)/llama-server/llama-server
 ENGINE_JOBS ?= 2
+# browser-side test tools from npm (axe-core), at the versions package-lock.json pins
+AXE := node_modules/.installed
+N ?= 5
 
-.PHONY: run test load-test setup prepare chromium lint unit bench app-bench lock clean \
+.PHONY: run test load-test flake-check setup prepare chromium axe lint unit bench app-bench lock clean \
 	engine engine-setup engine-test engine-bench llama-server vllm-lock
 
 $(BIN)/python:
@@ -39,14 +42,24 @@ prepare: setup
 chromium:
 	@test -x $(CHROMIUM) || (apt-get update && apt-get install -y chromium)
 
+$(AXE): package.json package-lock.json
+	@command -v npm >/dev/null || (apt-get update && apt-get install -y npm)
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+axe: $(AXE)
+
 run: prepare
 	$(BIN)/python -m streamlit run app/streamlit_app.py --server.port=$(PORT)
 
 lint: setup
 	$(BIN)/ruff check .
 
-test: prepare chromium lint $(VLLM_STAMP)  # engine tests run last (tests/conftest.py orders them)
+test: prepare chromium $(AXE) lint $(VLLM_STAMP)  # engine tests run last (tests/conftest.py orders them)
 	$(BIN)/python -m pytest
+
+flake-check: prepare chromium $(AXE)  # the browser tests N times in a row (N=5), failures' evidence kept
+	$(BIN)/python -m tests.flake_check --runs $(N)
 
 load-test: prepare chromium  # the load tests alone (also part of make test): eight sessions, fifty cycles
 	$(BIN)/python -m pytest tests/test_load.py
@@ -109,4 +122,4 @@ vllm-lock:  # regenerate constraints-vllm.txt from the installed engine environm
 	    echo "torch==2.13.0"; cat; } > constraints-vllm.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache artifacts $(ENGINES)
+	rm -rf $(VENV) .pytest_cache artifacts $(ENGINES) node_modules

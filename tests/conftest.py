@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -100,18 +102,51 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120) -> Non
     raise TimeoutError(f"streamlit on port {port} not healthy after {timeout} s")
 
 
+# Streamlit started with faulthandler listening on SIGUSR1: when a test fails, the failure hook below
+# asks every server still running for each thread's stack (written to that server's log).
+STREAMLIT_WITH_STACKS = [sys.executable, "-c", (
+    "import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "sys.argv[0] = 'streamlit'; runpy.run_module('streamlit', run_name='__main__')")]
+
+# every server a test started and has not stopped: {port: (process, its log file)}
+_SERVERS: dict[int, tuple[subprocess.Popen, Path]] = {}
+
+
 def start_streamlit(args_prefix: list[str], port: int, cwd: Path = ROOT, env: dict | None = None,
                     log_name: str = "streamlit", script: str = "app/streamlit_app.py") -> subprocess.Popen:
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / f"{log_name}-{port}.log", "w")  # noqa: SIM115 (outlives this call)
+    log_path = ARTIFACTS / f"{log_name}-{port}.log"
+    log = open(log_path, "w")  # noqa: SIM115 (outlives this call)
     cmd = [*args_prefix, "run", script, "--server.headless=true",
            f"--server.port={port}", "--server.address=127.0.0.1", "--server.fileWatcherType=none",
            "--browser.gatherUsageStats=false"]
-    return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, **(env or {})})
+    _SERVERS[port] = (proc, log_path)
+    return proc
+
+
+def server_stacks(proc: subprocess.Popen, log_path: Path) -> str:
+    """Every thread's stack of a server started with STREAMLIT_WITH_STACKS, read back from its log
+    (with the log's tail before it); a server started otherwise would die of the signal, so only
+    those are asked."""
+    if proc.poll() is not None:
+        return f"(server exited with {proc.returncode})\n" + log_path.read_text(errors="replace")[-20000:]
+    if "faulthandler" not in " ".join(map(str, proc.args)):
+        return log_path.read_text(errors="replace")[-20000:]
+    before = log_path.stat().st_size
+    os.kill(proc.pid, signal.SIGUSR1)
+    deadline = time.time() + 5
+    while time.time() < deadline and log_path.stat().st_size == before:
+        time.sleep(0.05)  # the dump is written by the server's own signal handler: wait for it to land
+    time.sleep(0.2)
+    return log_path.read_text(errors="replace")[-40000:]
 
 
 def stop(proc: subprocess.Popen) -> None:
+    for port, (p, _) in list(_SERVERS.items()):
+        if p is proc:
+            del _SERVERS[port]
     proc.terminate()
     try:
         proc.wait(timeout=15)
@@ -124,7 +159,7 @@ def running_app(env: dict | None = None, log_name: str = "app"):
     """A Streamlit server of the app on a free loopback port, healthy inside the block (its URL
     yielded) and stopped after it; `env` adds to this process's environment."""
     port = free_port()
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, env=env, log_name=log_name)
+    proc = start_streamlit(STREAMLIT_WITH_STACKS, port, env=env, log_name=log_name)
     try:
         wait_healthy(port, proc)
         yield f"http://127.0.0.1:{port}"
@@ -191,3 +226,32 @@ def pytest_collection_modifyitems(config, items):
         return 1 if "engines" in Path(str(item.fspath)).relative_to(ROOT).parts[:2] else 0
 
     items.sort(key=rank)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test leaves evidence in artifacts/failures/<test>/: a screenshot of every page its
+    browser still has open, and every running test server's thread stacks and log tail."""
+    report = yield
+    if report.failed and call.when in ("setup", "call"):
+        with contextlib.suppress(Exception):
+            keep_failure_evidence(item)
+    return report
+
+
+def keep_failure_evidence(item) -> Path:
+    folder = ARTIFACTS / "failures" / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[-150:]
+    folder.mkdir(parents=True, exist_ok=True)
+    browser = item.funcargs.get("browser")
+    pages = [v for v in item.funcargs.values() if type(v).__name__ == "Page"]
+    if browser is not None:
+        with contextlib.suppress(Exception):
+            pages += [p for c in browser.contexts for p in c.pages if p not in pages]
+    for i, pg in enumerate(pages):
+        with contextlib.suppress(Exception):
+            pg.screenshot(path=str(folder / f"page-{i}.png"), full_page=True, timeout=15_000)
+            (folder / f"page-{i}.url.txt").write_text(pg.url)
+    for port, (proc, log_path) in list(_SERVERS.items()):
+        with contextlib.suppress(Exception):
+            (folder / f"server-{port}.txt").write_text(server_stacks(proc, log_path))
+    return folder

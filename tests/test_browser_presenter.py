@@ -108,16 +108,9 @@ def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
     page.get_by_text("Recorded runs: replay, load, save").click()
     save = page.get_by_role("button", name="Save trace (JSON)").first
     save.wait_for(state="visible", timeout=30_000)
-    # The replay's fragment polls and can re-render the button just as it is clicked; a reader
-    # would click again, and so does the test (up to three times) before calling it broken.
-    for attempt in range(3):
-        try:
-            with page.expect_download(timeout=15_000) as info:
-                save.click()
-            break
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)  # no rerun in flight
+    with page.expect_download(timeout=15_000) as info:
+        save.click()
     saved = Path(info.value.path()).read_bytes()
     assert info.value.suggested_filename.startswith("pdlab-smollm2-135m-instruct-explain")
     original = Trace.from_json(bundled_traces()["sky-blue"].read_bytes())
@@ -125,11 +118,21 @@ def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
     page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(
         {"name": info.value.suggested_filename, "mimeType": "application/json", "buffer": saved})
     page.wait_for_function("document.querySelector('.pd-status').innerText.includes('your file')", timeout=30_000)
-    page.get_by_text("Loaded").first.wait_for(timeout=10_000)
+    # the uploader's own message, not the model banner's "could not be loaded": the pass that read the
+    # file has ended before a second file is set
+    page.get_by_text(f"Loaded '{info.value.suggested_filename}'").wait_for(timeout=10_000)
     bad = json.dumps({"version": 7, "events": []}).encode()
+    uploads = []  # the uploader's own requests: evidence of whether the browser sent the file at all
+    page.on("request", lambda r: "upload_file" in r.url and uploads.append(f"{r.method} {r.url[-12:]}"))
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)  # no rerun in flight
     page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(
         {"name": "old.json", "mimeType": "application/json", "buffer": bad})
-    page.get_by_text("version 7 is not supported").wait_for(timeout=20_000)
+    try:
+        page.get_by_text("version 7 is not supported").wait_for(timeout=20_000)
+    except PlaywrightTimeout:
+        chips = page.locator("[data-testid=stFileUploaderFileName]").all_inner_texts()
+        raise AssertionError(f"no message for the bad file; upload requests {uploads}, files shown {chips}, "
+                             f"player {_controls(page)}") from None
     assert "your file" in page.locator(".pd-status").inner_text()  # the view stayed
     page.screenshot(path=str(ARTIFACTS / "replay-bad-upload.png"))
 

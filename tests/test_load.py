@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import sys
 import time
 
 import psutil
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.conftest import ARTIFACTS, free_port, live_state, start_streamlit, stop, wait_healthy
+from tests.conftest import (
+    ARTIFACTS,
+    STREAMLIT_WITH_STACKS,
+    free_port,
+    live_state,
+    server_stacks,
+    start_streamlit,
+    stop,
+    wait_healthy,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
@@ -25,35 +31,23 @@ WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", 
 SETTLED = ("done", "stopped", "error", "abandoned")
 
 
-# Streamlit started with faulthandler listening on SIGUSR1: a stuck test can ask the server for
-# every thread's stack (written to the server log) before it fails, so a hang leaves evidence.
-_WITH_STACK_DUMPS = ("import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1, "
-                     "all_threads=True); sys.argv[0] = 'streamlit'; runpy.run_module('streamlit', "
-                     "run_name='__main__')")
-
-
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
     # Fifty runs in about a minute is the point of one test: lift the per-reader rate limit.
-    proc = start_streamlit([sys.executable, "-c", _WITH_STACK_DUMPS], port, log_name="load",
-                           env={"PDLAB_RUNS_PER_MINUTE": "1000"})
+    proc = start_streamlit(STREAMLIT_WITH_STACKS, port, log_name="load", env={"PDLAB_RUNS_PER_MINUTE": "1000"})
     try:
         wait_healthy(port, proc)
         server_proc = psutil.Process(proc.pid)
-        server_proc.log_path = ARTIFACTS / f"load-{port}.log"  # where _server_stacks finds the dump
+        server_proc.popen, server_proc.log_path = proc, ARTIFACTS / f"load-{port}.log"  # for server_stacks
         yield f"http://127.0.0.1:{port}", server_proc
     finally:
         stop(proc)
 
 
 def _server_stacks(proc: psutil.Process) -> str:
-    """Every server thread's stack, from the server's own log (see _WITH_STACK_DUMPS)."""
-    if not proc.is_running():
-        return "(server not running)"
-    os.kill(proc.pid, signal.SIGUSR1)
-    time.sleep(1.0)
-    return proc.log_path.read_text()[-30000:]
+    """Every server thread's stack, from the server's own log (see conftest.STREAMLIT_WITH_STACKS)."""
+    return server_stacks(proc.popen, proc.log_path)
 
 
 # Script errors and console errors per page, kept here rather than as attributes on Playwright's

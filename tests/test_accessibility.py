@@ -1,0 +1,149 @@
+"""Every page held to WCAG 2 A and AA in Chromium (axe-core: no serious or critical violation after a
+run), and the live page used with the keyboard alone. What assistive technology reads is checked
+with Playwright's aria_snapshot (Streamlit marks its Material icons aria-hidden), not inner_text.
+Screenshots go to artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.a11y import axe_violations, describe
+from tests.conftest import ARTIFACTS, browser_page, live_state
+
+pytestmark = [pytest.mark.browser]
+
+SETTLED = ("done", "stopped", "error", "abandoned")
+LINK = "/?prompt=Name+three+colours.&max_new_tokens=8"
+
+
+def _assert_clean(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"a11y-{name}.png"), full_page=True)
+    found = axe_violations(page)
+    assert not found, f"{name}: axe found serious or critical WCAG 2 A/AA violations:\n{describe(found)}"
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
+def _wait_run_settled(page, timeout_ms: int = 180_000) -> None:
+    """Until the run is over and the display shows every step (the page's own data attributes)."""
+    page.wait_for_function(
+        """(settled) => { const c = document.querySelector('.pd-controls');
+            const kv = document.querySelector('.pd-chart[data-chart=kv]');
+            if (!c || !settled.includes(c.dataset.status)) return false;
+            const available = Number(c.dataset.available || 0), shown = Number(c.dataset.shown || 0);
+            return available > 0 && shown === available && kv && Number(kv.dataset.applied || -1) === shown; }""",
+        arg=list(SETTLED), timeout=timeout_ms)
+
+
+def _idle(page) -> None:
+    """No script run in flight: Streamlit shows its status widget for as long as one lasts."""
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=120_000)
+
+
+@pytest.mark.model
+def test_live_page_after_a_run_has_no_serious_violation(app_server, browser):
+    with browser_page(browser, 1440, 1000) as page:
+        page.goto(app_server + LINK)
+        page.get_by_label("Prompt").wait_for(timeout=180_000)
+        page.get_by_role("button", name="Generate").click()
+        _wait_run_settled(page)
+        page.get_by_text("What is prefill versus decode?").first.wait_for(timeout=60_000)  # the after-run lesson
+        _idle(page)
+        _assert_clean(page, "live")
+
+
+def test_whatif_page_has_no_serious_violation(app_server, browser):
+    with browser_page(browser, 1440, 1000) as page:
+        page.goto(f"{app_server}/whatif")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=120_000)
+        _idle(page)
+        _assert_clean(page, "whatif")
+
+
+def test_serving_page_after_a_simulation_has_no_serious_violation(app_server, browser):
+    with browser_page(browser, 1440, 1000) as page:
+        page.goto(f"{app_server}/serving")
+        page.wait_for_function("""() => document.body.innerText.split('requests met both targets').length - 1 >= 2
+            && document.querySelectorAll('.js-plotly-plot').length >= 8""", timeout=120_000)
+        _idle(page)
+        _assert_clean(page, "serving")
+
+
+def test_engine_lab_page_has_no_serious_violation(app_server, browser):
+    with browser_page(browser, 1440, 1000) as page:
+        page.goto(f"{app_server}/engines")
+        page.wait_for_function("""() => {
+            const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+            return plots.length >= 3 && plots.every(gd => gd._fullLayout && (gd.data || []).length > 0); }""",
+            timeout=120_000)
+        _idle(page)
+        _assert_clean(page, "engines")
+
+
+def _tab_to(page, role: str, name: str, limit: int = 80) -> None:
+    """Press Tab until the focused element is the one assistive technology calls `role` `name`;
+    fails if that takes more than `limit` presses (it is not reachable by the keyboard)."""
+    target = page.get_by_role(role, name=name, exact=True)
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if target.evaluate("el => el === document.activeElement || el.contains(document.activeElement)"):
+            return
+    raise AssertionError(f"{role} {name!r} never took the focus in {limit} Tab presses")
+
+
+@pytest.mark.model
+def test_the_live_page_with_the_keyboard_alone(app_server, browser):
+    with browser_page(browser, 1440, 1000) as page:
+        page.goto(app_server + "/?max_new_tokens=40")
+        page.get_by_label("Prompt").wait_for(timeout=180_000)
+        _idle(page)
+        # what a screen reader announces for the controls: names, not icon ligatures
+        snapshot = page.get_by_test_id("stMainBlockContainer").aria_snapshot()
+        assert 'button "Generate"' in snapshot and 'textbox "Prompt"' in snapshot, snapshot[:2000]
+        assert "keyboard_arrow" not in snapshot and "arrow_drop_down" not in snapshot
+        _tab_to(page, "textbox", "Prompt")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("Tell me a long story about a lighthouse.")
+        _tab_to(page, "button", "Generate")
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.querySelector('.pd-controls')?.dataset.status === 'running'"
+                               " && Number(document.querySelector('.pd-controls').dataset.available) > 2",
+                               timeout=180_000)
+        assert "lighthouse" in live_state(page)["promptText"].replace(" ", "").replace("\n", "")
+        # the pace keys, with the focus on the page rather than a text box
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("Space")
+        page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'paused'", timeout=10_000)
+        shown = live_state(page)["shown"]
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.shown) === {shown + 1}",
+                               timeout=10_000)
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.shown) === {shown}",
+                               timeout=10_000)
+        page.keyboard.press("s")
+        page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'slow'", timeout=10_000)
+        page.keyboard.press("l")
+        page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'live'", timeout=10_000)
+        # Stop, reached with Tab from the top of the page, while the model is still running
+        page.evaluate("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur()")
+        _tab_to(page, "button", "Stop")
+        page.keyboard.press("Enter")
+        page.wait_for_function("['stopped', 'done'].includes(document.querySelector('.pd-controls').dataset.status)",
+                               timeout=60_000)
+        _idle(page)
+        # presenter mode and its tour: the toggle with Space, the tour with N and P
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        _tab_to(page, "checkbox", "Presenter mode")
+        page.keyboard.press("Space")
+        tour = page.locator(".st-key-pd_tour h3")
+        tour.wait_for(timeout=30_000)
+        first = tour.inner_text()
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.keyboard.press("n")
+        page.wait_for_function("(t) => document.querySelector('.st-key-pd_tour h3').innerText !== t", arg=first,
+                               timeout=30_000)
+        page.keyboard.press("p")
+        page.wait_for_function("(t) => document.querySelector('.st-key-pd_tour h3').innerText === t", arg=first,
+                               timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "a11y-keyboard-presenter.png"))
