@@ -16,9 +16,11 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.components.palette import PAGE_CSS  # noqa: E402
 from app.views import engines, live, serving, whatif  # noqa: E402
 
 st.set_page_config(page_title=live.TITLE, page_icon="⚡", layout="wide")
+st.html(PAGE_CSS)  # on every page: readable captions (see palette.PAGE_CSS)
 
 PAGES = [
     st.Page(live.render, title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),

@@ -37,5 +37,5 @@ def describe(violations: list[dict]) -> str:
     lines = []
     for v in violations:
         for n in v["nodes"]:
-            lines.append(f"{v['impact']} {v['id']}: {n['target']} :: {n['summary']} :: {n['html']}")
+            lines.append(f"{v['impact']} {v['id']}: {n['target'][-80:]} :: {n['summary']} :: {n['html']}")
     return "\n".join(lines)

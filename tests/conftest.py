@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
+PENDING_SHOTS = ARTIFACTS / "failures" / ".pending"  # pages closed before the failure hook ran
 
 # Tests never reach the hub: the embedded model comes from the prepared copy.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -205,7 +207,15 @@ def browser_page(browser, width: int = 1440, height: int = 1000):
     """A page in its own browser context (its own cookies and session), closed afterwards."""
     context = browser.new_context(viewport={"width": width, "height": height})
     try:
-        yield context.new_page()
+        page = context.new_page()
+        yield page
+    except BaseException:
+        # the failure hook runs after this block has closed the page: take its picture now
+        with contextlib.suppress(Exception):
+            PENDING_SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(PENDING_SHOTS / f"page-{time.monotonic_ns()}.png"), full_page=True,
+                            timeout=15_000)
+        raise
     finally:
         context.close()
 
@@ -251,7 +261,14 @@ def keep_failure_evidence(item) -> Path:
         with contextlib.suppress(Exception):
             pg.screenshot(path=str(folder / f"page-{i}.png"), full_page=True, timeout=15_000)
             (folder / f"page-{i}.url.txt").write_text(pg.url)
+    for shot in sorted(PENDING_SHOTS.glob("*.png")) if PENDING_SHOTS.exists() else []:
+        shot.replace(folder / f"closed-{shot.name}")
     for port, (proc, log_path) in list(_SERVERS.items()):
         with contextlib.suppress(Exception):
             (folder / f"server-{port}.txt").write_text(server_stacks(proc, log_path))
     return folder
+
+
+def pytest_sessionstart(session):
+    """Each run's failure evidence is its own: what an earlier run left is cleared."""
+    shutil.rmtree(ARTIFACTS / "failures", ignore_errors=True)
