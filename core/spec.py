@@ -327,9 +327,20 @@ def _read(d: dict[str, Any], *names: str, default: Any = _MISSING, model: str = 
     return default
 
 
+# The envelope a config must fit before anything is priced. No config field of a published model is
+# near 10^12 (the largest: context windows of a few million positions), and no published model has
+# more than a few trillion parameters; 10^14 leaves a wide margin. Beyond these a config is refused
+# with a message, so arithmetic on a reader's numbers never overflows a float or runs without bound.
+MAX_CONFIG_INT = 10**12
+MAX_PARAMS = 10**14
+
+
 def _as_int(value: Any, field_name: str, model: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{model}: config field {field_name!r} must be an integer, got {value!r}")
+        raise ValueError(f"{model}: config field {field_name!r} must be an integer, got {str(value)[:40]!r}")
+    if abs(value) > MAX_CONFIG_INT:
+        raise ValueError(f"{model}: config field {field_name!r} is about 10^{len(str(abs(value))) - 1}, beyond "
+                         f"any real model (this page accepts at most 10^12)")
     return value
 
 
@@ -360,7 +371,7 @@ def _sliding(d: dict[str, Any], fam: _Family, n_layers: int, model: str) -> tupl
         pattern = _as_int(d.get("sliding_window_pattern", fam.window_pattern), "sliding_window_pattern", model)
         if pattern < 1:
             raise ValueError(f"{model}: sliding_window_pattern must be at least 1, got {pattern}")
-        n_sliding = sum(1 for i in range(n_layers) if (i + 1) % pattern)
+        n_sliding = n_layers - n_layers // pattern  # every pattern-th layer (counting from 1) is global
     elif fam.qwen_sliding:
         first = _as_int(d.get("max_window_layers", 28), "max_window_layers", model)
         n_sliding = max(0, n_layers - first)
@@ -472,7 +483,7 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         n_kv, head_dim = 1, mla.pop("qk_head_dim")
     window, n_sliding = _sliding(d, fam, n_layers, label)
     moe = _experts(d, fam, n_layers, mlp_width, label)
-    return ModelSpec(
+    spec = ModelSpec(
         name=label, model_type=model_type, n_layers=n_layers, hidden=hidden, n_heads=n_heads,
         n_kv_heads=n_kv, head_dim=head_dim, mlp_width=mlp_width, gated_mlp=fam.gated_mlp,
         vocab=need("vocab_size"), max_positions=max_positions,
@@ -482,6 +493,10 @@ def spec_from_config(config: Any, name: str | None = None) -> ModelSpec:
         sliding_window=window, n_sliding_layers=n_sliding, pos_offset=2 if model_type == "opt" else 0,
         norms_per_layer=norms_per_layer, **moe, **mla,
     )
+    if spec.params_total > MAX_PARAMS:
+        raise ValueError(f"{label}: {spec.params_total:.2g} parameters, beyond any published model by far "
+                         f"(this page prices up to {MAX_PARAMS:.0e})")
+    return spec
 
 
 def _latent(d: dict[str, Any], model: str) -> dict[str, int]:
@@ -523,7 +538,13 @@ def _experts(d: dict[str, Any], fam: _Family, n_layers: int, mlp_width: int, mod
     step = _as_int(d.get("decoder_sparse_step", 1), "decoder_sparse_step", model)
     if step < 1:
         raise ValueError(f"{model}: decoder_sparse_step must be at least 1, got {step}")
-    n_moe = sum(1 for i in range(n_layers) if i not in dense_only and (i + 1) % step == 0)
+    # every step-th layer (counting from 1) is sparse unless listed dense: counted, not walked, so
+    # the time does not grow with the layer count a config claims
+    if not isinstance(dense_only, list):
+        raise ValueError(f"{model}: mlp_only_layers must be a list of layer numbers")
+    listed_dense = {i for i in dense_only if isinstance(i, int) and not isinstance(i, bool)
+                    and 0 <= i < n_layers and (i + 1) % step == 0}
+    n_moe = n_layers // step - len(listed_dense)
     shared = _read(d, "shared_expert_intermediate_size", model=model) if d.get("model_type") == "qwen2_moe" else 0
     return {"n_experts": n_experts, "experts_per_token": k, "n_moe_layers": n_moe,
             "expert_width": _as_int(_read(d, "moe_intermediate_size", model=model), "moe_intermediate_size", model),

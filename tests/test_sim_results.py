@@ -104,6 +104,13 @@ def test_arrival_files_replay_jsonl_and_csv():
     (b"arrival_s,prompt_tokens\n0,5\n", "a.csv", "missing: output_tokens"),
     (b"\xff\xfe\x00", "a.jsonl", "not UTF-8"),
     (b"x" * 2_000_001, "a.jsonl", "limit"),
+    # issue 29: each of these once escaped as a traceback (RecursionError, csv.Error, OverflowError)
+    (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "a.jsonl", "line 1 is nested too deeply"),
+    (b"x" * 200_000 + b",prompt_tokens,output_tokens\n0,5,2\n", "a.csv", "the CSV could not be read"),
+    (b'{"arrival_s": 1e999, "prompt_tokens": 5, "output_tokens": 2}\n', "a.jsonl", "line 1"),
+    (b'{"arrival_s": 0, "prompt_tokens": 1' + b"0" * 400 + b', "output_tokens": 2}\n', "a.jsonl", "line 1"),
+    (b'{"arrival_s": 0, "prompt_tokens": 1' + b"0" * 5000 + b', "output_tokens": 2}\n', "a.jsonl",
+     "far too long"),
 ])
 def test_bad_arrival_files_get_clear_messages(data, name, message):
     with pytest.raises(ValueError, match=message):

@@ -225,3 +225,62 @@ def test_the_batch_sweep_and_the_answer_agree_on_memory():
         row = next(r for r in whatif.batch_sweep(spec, gpu, s) if r["batch"] == 8)
         m = whatif.answer(spec, gpu, s)["memory"]
         assert row["memory_bytes"] == m["total"] and row["fits"] == m["fits"]
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4,
+         "num_attention_heads": 8, "vocab_size": 1000, "max_position_embeddings": 2048}
+
+
+def _hostile_configs() -> list[tuple[str, bytes, str]]:
+    deep = b"[" * 100_000 + b"]" * 100_000  # under the size cap, far past the parser's recursion limit
+    return [
+        ("deep nesting", deep, "nested too deeply"),
+        ("deep nesting inside an object", b'{"model_type": "llama", "x": ' + deep + b"}", "nested too deeply"),
+        ("a 10^400 vocabulary", json.dumps({**LLAMA, "vocab_size": 10**400}).encode(), "beyond any real model"),
+        ("a 5,000-digit number", b'{"vocab_size": 1' + b"0" * 5000 + b"}", "far too long"),
+        ("10^12 layers", json.dumps({**LLAMA, "num_hidden_layers": 10**12}).encode(), "beyond any published model"),
+        ("10^12 layers, priced by a sliding pattern",
+         json.dumps({**LLAMA, "model_type": "gemma2", "head_dim": 64, "num_hidden_layers": 10**12,
+                     "sliding_window": 4096}).encode(), "beyond any published model"),
+        ("10^12 layers of experts",
+         json.dumps({**LLAMA, "model_type": "qwen2_moe", "num_hidden_layers": 10**12, "num_experts": 8,
+                     "num_experts_per_tok": 2, "moe_intermediate_size": 256, "decoder_sparse_step": 1,
+                     "mlp_only_layers": list(range(1000)), "shared_expert_intermediate_size": 256}).encode(),
+         "beyond any published model"),
+        ("a layer list that is not a list",
+         json.dumps({**LLAMA, "model_type": "qwen2_moe", "num_experts": 8, "num_experts_per_tok": 2,
+                     "moe_intermediate_size": 256, "mlp_only_layers": "all",
+                     "shared_expert_intermediate_size": 256}).encode(), "mlp_only_layers"),
+    ]
+
+
+@pytest.mark.timeout(60)  # a guard, not a measurement: walking 10^12 layers would take hours
+@pytest.mark.parametrize("what,data,message", _hostile_configs(), ids=[c[0] for c in _hostile_configs()])
+def test_hostile_configs_are_a_message_in_bounded_time(what, data, message):
+    """Issue 29: each of these once raised past the page (RecursionError, OverflowError) or priced
+    layer by layer without end; each is now refused with a message."""
+    with pytest.raises(ValueError, match=message):
+        whatif_settings.read_upload(data, "hostile.json")
+
+
+@pytest.mark.timeout(60)  # a guard: counting layer by layer, 10^11 of them would take hours
+def test_layers_of_one_kind_are_counted_not_walked():
+    """A tiny model with 10^11 layers sits inside the parameter envelope, so it is priced; its sliding
+    and expert layers are counted in closed form, the same answer a walk over 40 layers gives."""
+    from core.spec import spec_from_config
+
+    for layers in (40, 41, 10**11):
+        spec = spec_from_config({"model_type": "gemma2", "head_dim": 8, "num_hidden_layers": layers,
+                                 "sliding_window": 4096, "hidden_size": 8, "intermediate_size": 8,
+                                 "vocab_size": 10, "num_attention_heads": 1, "num_key_value_heads": 1,
+                                 "max_position_embeddings": 8192})
+        walked = sum(1 for i in range(layers) if (i + 1) % 2) if layers < 10**3 else layers - layers // 2
+        assert spec.n_sliding_layers == walked
+        moe = spec_from_config({**LLAMA, "model_type": "qwen2_moe", "hidden_size": 8, "intermediate_size": 8,
+                                "num_attention_heads": 1, "vocab_size": 10, "num_hidden_layers": layers,
+                                "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 8,
+                                "decoder_sparse_step": 3, "mlp_only_layers": [2, 5, 7, -1, "x"],
+                                "shared_expert_intermediate_size": 8})
+        walked = (sum(1 for i in range(layers) if i not in (2, 5, 7) and (i + 1) % 3 == 0) if layers < 10**3
+                  else layers // 3 - 2)  # layers 3 and 6 (counting from 1) are sparse but listed dense
+        assert moe.n_moe_layers == walked

@@ -49,6 +49,10 @@ def read_upload(data: bytes, filename: str) -> tuple[str, dict[str, Any]]:
         config = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{filename} is not a JSON file ({exc.__class__.__name__}: {exc}).") from None
+    except RecursionError:
+        raise ValueError(f"{filename} is nested too deeply to be a config.json.") from None
+    except ValueError as exc:  # an integer of thousands of digits (Python's int conversion limit)
+        raise ValueError(f"{filename} holds a number far too long for any model ({str(exc)[:120]}).") from None
     if not isinstance(config, dict):
         raise ValueError(f"{filename} holds JSON but not an object: a config.json is one {{...}} object.")
     name = str(config.get("_name_or_path") or filename.removesuffix(".json") or "uploaded config")[:80]
@@ -56,6 +60,8 @@ def read_upload(data: bytes, filename: str) -> tuple[str, dict[str, Any]]:
         spec_from_config(config, name=name)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{filename} cannot be priced: {exc}") from None
+    except Exception as exc:  # whatever else a hostile file provokes (recursion, overflow): still a message
+        raise ValueError(f"{filename} cannot be priced ({type(exc).__name__}).") from None
     return name, config
 
 

@@ -185,10 +185,12 @@ def read_arrivals(data: bytes, filename: str = "arrivals.jsonl") -> list[Request
     records: list[tuple[int, dict[str, Any]]] = []
     if filename.lower().endswith(".csv"):
         reader = csv.DictReader(io.StringIO(text))
-        missing = [f for f in fields if f not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"the CSV needs the columns {', '.join(fields)}; missing: {', '.join(missing)}")
-        try:
+        try:  # the header is read here: a field past the csv module's limit raises now
+            header = reader.fieldnames or []
+            missing = [f for f in fields if f not in header]
+            if missing:
+                raise ValueError(f"the CSV needs the columns {', '.join(fields)}; missing: "
+                                 f"{', '.join(missing)}")
             records = [(i + 2, row) for i, row in enumerate(reader)]
         except csv.Error as exc:
             raise ValueError(f"the CSV could not be read: {exc}") from None
@@ -200,6 +202,10 @@ def read_arrivals(data: bytes, filename: str = "arrivals.jsonl") -> list[Request
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {i} is not JSON ({exc.msg}); expected one object per line") from None
+            except RecursionError:
+                raise ValueError(f"line {i} is nested too deeply; expected one flat object per line") from None
+            except ValueError as exc:  # a number of thousands of digits (Python's int conversion limit)
+                raise ValueError(f"line {i} holds a number far too long ({str(exc)[:80]})") from None
             if not isinstance(obj, dict):
                 raise ValueError(f"line {i} is not a JSON object")
             records.append((i, obj))
@@ -217,8 +223,8 @@ def read_arrivals(data: bytes, filename: str = "arrivals.jsonl") -> list[Request
             out.append(Request(k, arrival, prompt, output))
         except KeyError as exc:
             raise ValueError(f"line {line}: missing {exc.args[0]!r} (each request needs {', '.join(fields)})") from None
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"line {line}: {exc}") from None
+        except (TypeError, ValueError, OverflowError) as exc:  # overflow: a number too big for a float
+            raise ValueError(f"line {line}: {str(exc)[:200]}") from None
     out.sort(key=lambda r: (r.arrival_s, r.id))
     return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens) for i, r in enumerate(out)]
 
@@ -227,5 +233,5 @@ def _whole(value: Any) -> int:
     """A token count from JSON or CSV text: a whole number (2 and "2" and 2.0 are fine, 2.5 is not)."""
     number = float(value)
     if not math.isfinite(number) or number != int(number):
-        raise ValueError(f"token counts must be whole numbers, got {value!r}")
+        raise ValueError(f"token counts must be whole numbers, got {str(value)[:40]!r}")
     return int(number)
