@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 
 import pytest
 
@@ -160,3 +161,36 @@ def test_verdict_names_the_trade_off_when_each_policy_wins_one(pair):
         view.verdict(a, b)
     same = view.verdict(a, a)
     assert "Neither wins both" not in same
+
+
+def _serving_page() -> None:
+    from app.views import serving as page
+
+    page.render()
+
+
+def test_a_kv_cache_too_small_for_any_request_is_said_and_drawn_empty():
+    """Issue 29: one KV block (inside the page's range) turns every request away. The page says so
+    and why, and draws its charts empty (the timeline raised inside Plotly before)."""
+    from streamlit.testing.v1 import AppTest
+
+    result = simulate(SimConfig(policy="chunked", requests=40, seed=2, kv_blocks=1))
+    assert result.metrics["served"] == 0
+    why = view.unserved(result)
+    assert why.startswith("No request could be served") and "1 block of 16 tokens" in why
+    fig = figs.timeline(result, 0.0, 1.0, "t")
+    assert len(fig["data"]) == 1 and not fig["data"][0]["x"]
+    assert any(a["text"] == "no request could be served" for a in fig["layout"]["annotations"])
+    assert view.unserved(simulate(SimConfig(policy="chunked", requests=40, seed=2))) is None
+
+    at = AppTest.from_function(_serving_page, default_timeout=120)
+    at.query_params["kv"] = "1"
+    at.query_params["n"] = "40"
+    at.run()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the simulation is a queued job: each pass polls it
+        if at.exception or any("could be served" in w.value for w in at.warning):
+            break
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert sum("No request could be served" in w.value for w in at.warning) == 2

@@ -103,6 +103,11 @@ def timeline(result: SimResult, start_s: float, length_s: float, title: str) -> 
         layout["annotations"] = [{"x": r.arrival_s, "y": 1.0, "xref": "x", "yref": "paper", "showarrow": False,
                                   "xanchor": "left", "yanchor": "bottom",
                                   "text": f"a {r.prompt_tokens:,}-token prompt arrives"}]
+    if not data:  # Plotly refuses a figure with no trace (and Streamlit then shows its traceback)
+        data = [{"type": "bar", "orientation": "h", "x": [], "y": [], "showlegend": False, "hoverinfo": "skip"}]
+        layout["annotations"] = [*layout.get("annotations", []), {
+            "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False,
+            "text": "no iteration ran in this window" if any(result.token_s) else "no request could be served"}]
     return {"data": data, "layout": layout}
 
 

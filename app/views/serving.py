@@ -21,7 +21,7 @@ from app.sections import serving_settings as controls
 from app.services.model import get_queue
 from app.services.serving_jobs import SimJob, offered_rate, precheck
 from core.sim.policy import POLICIES
-from core.sim.simulate import SimResult
+from core.sim.simulate import BLOCK_TOKENS, SimResult
 
 TITLE = "Serving: why prefill and decode are scheduled apart"
 POLL_S = 0.5
@@ -140,6 +140,10 @@ def _show(job: SimJob) -> None:
     names = [f"A: {_label(ra.config.policy)}", f"B: {_label(rb.config.policy)}"]
     st.divider()
     _tiles(ra, rb, names)
+    for res, name in zip((ra, rb), names, strict=True):
+        why = unserved(res)
+        if why:
+            st.warning(f"**{name}:** {why}", icon=":material/block:")
     st.markdown(verdict(ra, rb, f"replayed from {job.uploaded_name}" if job.uploaded is not None else None))
     with st.expander("The five policies, in a sentence each", expanded=False):
         st.markdown("\n\n".join(POLICY_TEXT.values()))
@@ -195,6 +199,23 @@ def _show(job: SimJob) -> None:
     _export(ra, rb)
     with st.expander("How the simulator works (and what it leaves out)"):
         st.markdown(HOW)
+
+
+def unserved(result: SimResult) -> str | None:
+    """Why some requests got no token, in the reader's words (None when every request was served):
+    a KV cache too small for a request's prompt is the one way the simulator turns one away."""
+    m = result.metrics
+    missing = m["requests"] - m["served"]
+    if missing <= 0:
+        return None
+    tokens = result.kv_blocks_per_server * BLOCK_TOKENS
+    smallest = min(r.prompt_tokens + r.output_tokens - 1 for r in result.requests)
+    whom = "No request" if m["served"] == 0 else f"{missing:,} of {m['requests']:,} requests"
+    blocks = result.kv_blocks_per_server
+    return (f"{whom} could be served: each model copy's KV cache holds {blocks:,} block{'s' * (blocks != 1)} of "
+            f"{BLOCK_TOKENS} tokens ({tokens:,} tokens), and a request is turned away unless its whole cache fits: "
+            f"its prompt and all but its last output token (the smallest here: {smallest:,} tokens). Raise the KV capacity (0 sizes it from the memory "
+            "left after the weights) or shorten the prompts. The charts below are drawn from what was served.")
 
 
 def window_length(result: SimResult) -> float:
