@@ -87,3 +87,36 @@ def test_a_plain_job_works_on_its_own_thread_but_waits_in_the_same_queue():
     job.join(10)
     assert job.status == "done" and log == ["cpu-probe"]
     assert job.worker_name == job._thread.name and job.worker_name != "pdlab-model"
+
+
+def _queued(job: Job, position: int) -> None:
+    """Until `job` has joined the queue at `position` (its thread takes a moment to get there)."""
+    deadline = time.monotonic() + 10
+    while job.queue_position != position and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert job.queue_position == position, (job.kind, job.queue_position)
+
+
+def test_a_live_run_goes_ahead_of_queued_simulations():
+    """Issue 29: a reader's live run waits for the one simulation already running, never behind a
+    line of queued ones (simulations are priority 1, model runs 0)."""
+    q = RunQueue()
+    log: list[str] = []
+
+    class _Sim(_CpuProbe):
+        kind = "sim"
+        priority = 1
+
+    assert q.acquire(0, lambda: False)  # one simulation already running
+    queued_sims = [_Sim(q, log).start() for _ in range(2)]
+    _queued(queued_sims[0], 1)
+    _queued(queued_sims[1], 2)
+    live = _Probe(q).start()
+    _queued(live, 1)  # straight to the front, behind only the running one
+    assert [s.queue_position for s in queued_sims] == [2, 3]
+    q.release(0)
+    live.join(10)
+    for sim in queued_sims:
+        sim.join(10)
+    assert live.status == "done" and all(s.status == "done" for s in queued_sims)
+    assert live.started < min(s.started for s in queued_sims)

@@ -194,3 +194,46 @@ def test_a_kv_cache_too_small_for_any_request_is_said_and_drawn_empty():
         at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert sum("No request could be served" in w.value for w in at.warning) == 2
+
+
+def test_every_page_simulation_is_estimated_and_capped_before_it_runs():
+    """Issue 29: a link inside every limit (5,000 requests of 100k-token outputs) once simulated
+    hundreds of millions of tokens, unstoppable. Its work is now estimated first and refused with
+    the cap named; the default page is well inside it."""
+    from app.services import serving_jobs
+
+    assert serving_jobs.job_work(dict(link.DEFAULTS)) < serving_jobs.MAX_JOB_WORK / 2
+    heavy, notices = link.parse({"n": ["5000"], "omed": ["131072"], "pmed": ["100"]})
+    assert not notices  # every value is inside the page's limits
+    assert serving_jobs.job_work(heavy) > 100 * serving_jobs.MAX_JOB_WORK
+    with pytest.raises(ValueError, match="capped at 5 million"):
+        serving_jobs.precheck(heavy)
+    job = SimJob(RunQueue(), heavy).start()  # a job made without the page's precheck refuses too
+    job.join(30)
+    assert job.status == "error" and "capped" in job.error and not job.results
+
+
+def test_a_running_simulation_stops_when_asked_and_at_the_time_cap(monkeypatch):
+    from app.services import serving_jobs
+    from core.sim.simulate import SimulationStopped
+
+    asked = []
+
+    def stop_now() -> bool:
+        asked.append(1)
+        return True
+
+    with pytest.raises(SimulationStopped):
+        simulate(SimConfig(policy="chunked", requests=300, seed=2), should_stop=stop_now)
+    assert len(asked) == 1  # stopped at the first check, not at the end
+
+    s = {**link.DEFAULTS, "n": 200}
+    job = SimJob(RunQueue(), s).start()
+    job.stop()
+    job.join(30)
+    assert job.status == "stopped" and len(job.results) < 2
+
+    monkeypatch.setattr(serving_jobs, "MAX_JOB_S", 0.0)  # every check is past the cap
+    job = SimJob(RunQueue(), s).start()
+    job.join(30)
+    assert job.status == "error" and "stopped after 0 s" in job.error

@@ -86,12 +86,21 @@ _model_thread = _ModelThread()
 
 
 class RunQueue:
-    """A FIFO lock: `acquire` waits for this ticket's turn; `position` says how many are ahead."""
+    """A lock with a queue: `acquire` waits for this ticket's turn; `position` says how many are ahead.
+
+    First come, first served within a priority; a lower priority number goes first. Live model
+    runs are priority 0 and simulations 1 (Job.priority), so a reader's live run waits for at most
+    the one simulation already running (each capped: app.services.serving_jobs), never for a line
+    of queued ones."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._waiting: list[int] = []
+        self._waiting: list[int] = []  # in order of arrival
+        self._priority: dict[int, int] = {}
         self._active: int | None = None
+
+    def _order(self) -> list[int]:
+        return sorted(self._waiting, key=lambda t: (self._priority[t], self._waiting.index(t)))
 
     def position(self, ticket: int) -> int:
         """0 when running, n when n jobs are ahead (running one included), -1 when not queued."""
@@ -99,14 +108,15 @@ class RunQueue:
             if self._active == ticket:
                 return 0
             if ticket in self._waiting:
-                return self._waiting.index(ticket) + (1 if self._active is not None else 0)
+                return self._order().index(ticket) + (1 if self._active is not None else 0)
             return -1
 
-    def acquire(self, ticket: int, give_up: Callable[[], bool]) -> bool:
+    def acquire(self, ticket: int, give_up: Callable[[], bool], priority: int = 0) -> bool:
         with self._cond:
             self._waiting.append(ticket)
+            self._priority[ticket] = priority
             try:
-                while self._active is not None or self._waiting[0] != ticket:
+                while self._active is not None or self._order()[0] != ticket:
                     if give_up():
                         return False
                     self._cond.wait(0.2)
@@ -114,6 +124,7 @@ class RunQueue:
                 return True
             finally:
                 self._waiting.remove(ticket)
+                del self._priority[ticket]
                 self._cond.notify_all()
 
     def release(self, ticket: int) -> None:
@@ -136,6 +147,7 @@ class Job:
     """
 
     kind = "job"
+    priority = 0  # RunQueue order: 0 for live model runs, higher waits behind them
 
     def __init__(self, queue: RunQueue) -> None:
         self.id = next_id()
@@ -191,7 +203,7 @@ class Job:
 
     def _main(self) -> None:
         self._abandoned = False
-        if not self.queue.acquire(self.id, self.should_stop):
+        if not self.queue.acquire(self.id, self.should_stop, self.priority):
             self.status = "abandoned" if self._abandoned else "stopped"
             self.finished = time.monotonic()
             return

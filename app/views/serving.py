@@ -96,7 +96,7 @@ def render() -> None:
     controls.sync_url(settings)
     uploaded = settings.pop("uploaded")
     try:
-        precheck(settings)
+        precheck(settings, uploaded[1] if uploaded else None)
     except ValueError as exc:
         st.error(f"These settings cannot be simulated: {exc}")
         return

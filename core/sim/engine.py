@@ -10,6 +10,7 @@ preempted (its blocks freed, its cache to be recomputed later), as vLLM does by 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.sim.policy import Policy, Seq, State
@@ -28,12 +29,20 @@ class ServerLog:
     rejected: list[int] = field(default_factory=list)  # request ids too large for this server's KV memory
 
 
+class SimulationStopped(Exception):  # noqa: N818 (a request, not an error)
+    """The simulation's `should_stop` said so: its reader stopped it or left."""
+
+
+STOP_CHECK_EVERY = 1024  # loop passes between two `should_stop` calls (well under a millisecond of work)
+
+
 def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
-               hand_off: bool = False) -> ServerLog:
+               hand_off: bool = False, should_stop: Callable[[], bool] | None = None) -> ServerLog:
     """Serve `arrivals` (sorted by available_s) to completion, filling in each Seq's token times.
 
     `state` gives the limits (block size, batch, budgets); its clock and free blocks are the loop's.
     `hand_off`: a disaggregated prefill server; a request leaves as soon as its first token is out.
+    `should_stop` is asked every STOP_CHECK_EVERY passes; True ends the run with SimulationStopped.
     """
     log = ServerLog(kv_blocks=kv_blocks)
     block = state.block_tokens
@@ -54,7 +63,11 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         log.preemptions += 1
         waiting.appendleft(victim)
 
+    passes = 0
     while nxt < n or waiting or running:
+        passes += 1
+        if should_stop is not None and passes % STOP_CHECK_EVERY == 0 and should_stop():
+            raise SimulationStopped
         while nxt < n and arrivals[nxt].available_s <= now:
             s = arrivals[nxt]
             nxt += 1
