@@ -237,3 +237,18 @@ def test_a_running_simulation_stops_when_asked_and_at_the_time_cap(monkeypatch):
     job = SimJob(RunQueue(), s).start()
     job.join(30)
     assert job.status == "error" and "stopped after 0 s" in job.error
+
+
+def test_the_reader_stops_a_running_simulation_from_the_page():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_serving_page, default_timeout=120)
+    at.query_params["n"] = "5000"  # the largest page run: seconds of work, time to press Stop
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.button(key="sv_stop").click().run()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("stopped before it finished" in w.value for w in at.warning):
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("stopped before it finished" in w.value for w in at.warning)

@@ -19,7 +19,7 @@ from app import state
 from app.components import serving_figures as figs
 from app.sections import serving_settings as controls
 from app.services.model import get_queue
-from app.services.serving_jobs import SimJob, offered_rate, precheck
+from app.services.serving_jobs import MAX_JOB_S, SimJob, offered_rate, precheck
 from core.sim.policy import POLICIES
 from core.sim.simulate import BLOCK_TOKENS, SimResult
 
@@ -121,7 +121,9 @@ def _results(job: SimJob) -> None:
                     "generation or another simulation).")
         else:
             st.info(f"Simulating… {job.progress}")
-        st.caption("Simulations wait their turn so they never slow a reader's live run.")
+        st.button("Stop the simulation", key="sv_stop", on_click=job.stop, icon=":material/stop:")
+        st.caption("Simulations wait their turn so they never slow a reader's live run, and each is capped at "
+                   f"{MAX_JOB_S:g} s.")
         return
     if state.get(state.SV_SEEN) != job.id:
         state.put(state.SV_SEEN, job.id)
