@@ -23,7 +23,7 @@ ENGINE_JOBS ?= 2
 AXE := node_modules/.installed
 N ?= 5
 
-.PHONY: run test load-test flake-check setup prepare chromium axe lint unit bench app-bench lock clean \
+.PHONY: run test load-test flake-check cloud-check setup prepare chromium axe lint unit bench app-bench lock clean \
 	engine engine-setup engine-test engine-bench llama-server vllm-lock
 
 $(BIN)/python:
@@ -60,6 +60,9 @@ test: prepare chromium $(AXE) lint $(VLLM_STAMP)  # engine tests run last (tests
 
 flake-check: prepare chromium $(AXE)  # the browser tests N times in a row (N=5), failures' evidence kept
 	$(BIN)/python -m tests.flake_check --runs $(N)
+
+cloud-check: setup chromium  # as Streamlit Community Cloud deploys it (a fresh clone and venv, one reader); outside make test
+	$(BIN)/python -m app.devtools.cloud_check --json
 
 load-test: prepare chromium  # the load tests alone (also part of make test): eight sessions, fifty cycles
 	$(BIN)/python -m pytest tests/test_load.py

