@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -71,16 +72,55 @@ def tiny_model():
     return make_tiny_model()
 
 
+@functools.cache
+def _embedded():
+    from core.model import load_embedded
+
+    return load_embedded(allow_download=False)
+
+
+def _prepared_problem() -> str | None:
+    from core import prepare
+
+    return prepare.verify_prepared(prepare.prepared_dir())
+
+
 @pytest.fixture(scope="session")
 def embedded_model():
     """The prepared SmolLM2 (make test prepares it first). Fails loudly, never skips silently."""
-    from core import prepare
-    from core.model import load_embedded
-
-    problem = prepare.verify_prepared(prepare.prepared_dir())
+    problem = _prepared_problem()
     if problem is not None:
         pytest.fail(f"embedded model {problem}: run `make prepare` first")
-    return load_embedded(allow_download=False)
+    return _embedded()
+
+
+def pytest_collection_finish(session):
+    """Before the first test: measure this machine once (its calibration and the latency fit, saved
+    in PDLAB_CACHE_DIR where every server and test reads them) while nothing else runs, then start
+    the real engine the engine tests need in the background (tests/early_engine.py), so its minutes
+    of start-up overlap the other tests instead of adding to them."""
+    items = session.items
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if any(i.get_closest_marker("model") or i.get_closest_marker("browser") for i in items) \
+            and _prepared_problem() is None:
+        from core.fitdata import ensure_fitted
+
+        started = time.monotonic()
+        ensure_fitted(_embedded())  # calibrates first when no calibration is cached
+        if reporter is not None:
+            reporter.write_line(f"host calibration and latency fit ready ({time.monotonic() - started:.0f} s)")
+    if any("vllm" in getattr(i, "fixturenames", ()) for i in items):
+        from tests.early_engine import start_early
+
+        start_early("vllm-b2048")
+        if reporter is not None:
+            reporter.write_line("vLLM starting in the background for the engine tests (they run last)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.early_engine import stop_all
+
+    stop_all()
 
 
 def free_port() -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from core.engines.launch import SETTINGS
 from core.engines.session import installed, started
+from tests.early_engine import early
 
 
 def _start(name: str, required: bool):
@@ -26,8 +27,17 @@ def _start(name: str, required: bool):
 
 @pytest.fixture(scope="session")
 def vllm():
-    with _start("vllm-b2048", required=True) as live:
-        yield live
+    """Started in the background when the tests were collected (tests/early_engine.py), so its start
+    overlapped the other tests; started here only when it was not."""
+    engine = early("vllm-b2048")
+    if engine is None:
+        with _start("vllm-b2048", required=True) as live:
+            yield live
+        return
+    try:
+        yield engine.take()
+    finally:
+        engine.stop()
 
 
 @pytest.fixture(scope="session")
