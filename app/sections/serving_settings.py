@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from app import state
+from app.components.text import plain, safe_name
 from app.services import serving_link as link
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
@@ -54,7 +55,9 @@ def _take_upload() -> None:
             raise ValueError(f"{up.name} is {up.size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}")
         requests = read_arrivals(up.getvalue(), up.name)
     except ValueError as exc:
-        st.session_state[state.SV_UPLOAD_MESSAGE] = f"{up.name} cannot be replayed: {exc}."
+        st.session_state[state.SV_UPLOAD_MESSAGE] = f"{safe_name(up.name)} cannot be replayed: {exc}."
+    except Exception as exc:  # anything else a hostile file provokes: still a message, settings kept
+        st.session_state[state.SV_UPLOAD_MESSAGE] = f"{safe_name(up.name)} cannot be replayed ({type(exc).__name__})."
     else:
         st.session_state[state.SV_UPLOADED] = (up.name, requests)
         st.session_state[state.SV_USE_UPLOAD] = True
@@ -113,7 +116,7 @@ def render() -> dict[str, Any]:
                               "this browser session.")
         message = st.session_state.get(state.SV_UPLOAD_MESSAGE)
         if message:
-            st.error(message + " Your settings are unchanged.")
+            st.error(plain(message) + " Your settings are unchanged.")
         uploaded = st.session_state.get(state.SV_UPLOADED)
         if uploaded:
             st.checkbox(f"Replay {uploaded[0]} ({len(uploaded[1]):,} requests) instead of the workload",

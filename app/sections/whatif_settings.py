@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app import state
+from app.components.text import plain, safe_name
 from app.services import whatif_link as link
 from core.dtypes import DTYPES
 from core.hardware import CUSTOM, HOST
@@ -83,7 +84,7 @@ def _take_upload() -> None:
     if up is not None and st.session_state.get(state.WI_UPLOAD_SEEN) != up.file_id:
         st.session_state[state.WI_UPLOAD_SEEN] = up.file_id
         try:
-            name, config = read_upload(up.getvalue(), up.name)
+            name, config = read_upload(up.getvalue(), safe_name(up.name))
         except ValueError as exc:
             st.session_state[state.WI_UPLOAD_MESSAGE] = str(exc)
         else:
@@ -98,7 +99,7 @@ def _upload_box() -> None:
                           "and kept only in this browser session.")
     message = st.session_state.get(state.WI_UPLOAD_MESSAGE)
     if message:
-        st.error(message + " The previous model is still selected.")
+        st.error(plain(message) + " The previous model is still selected.")
 
 
 def render() -> dict[str, Any]:
