@@ -252,3 +252,36 @@ def test_the_reader_stops_a_running_simulation_from_the_page():
         at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("stopped before it finished" in w.value for w in at.warning)
+
+
+def test_a_live_run_waits_for_at_most_the_running_simulation():
+    """Issue 29: the heaviest simulation a link may ask for is running and another is queued when a
+    reader presses Generate: the live run goes next, within the time cap, ahead of the queued one."""
+    from app.services import serving_jobs
+    from app.services.jobs import ModelJob
+
+    class _Live(ModelJob):
+        kind = "generate"
+
+        def work(self) -> None:
+            pass
+
+    heaviest = {**link.DEFAULTS, "n": 5000}  # about 4.6 M work units: under the cap, seconds of work
+    assert serving_jobs.job_work(heaviest) <= serving_jobs.MAX_JOB_WORK
+    q = RunQueue()
+    running = SimJob(q, heaviest).start()
+    deadline = time.monotonic() + 30
+    while running.status != "running" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    queued = SimJob(q, {**heaviest, "seed": 1}).start()
+    while queued.queue_position != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    live = _Live(q).start()
+    for job in (running, queued, live):  # the page polls each of its jobs; nobody has left
+        while job.alive:
+            for j in (running, queued, live):
+                j.touch()
+            job.join(0.5)
+    assert live.status == "done" and running.status == queued.status == "done"
+    assert running.finished <= live.started < queued.started
+    assert live.started - live.created <= serving_jobs.MAX_JOB_S
