@@ -70,24 +70,33 @@ class TreeRss:
     def __init__(self, pid: int, every_s: float = 0.2) -> None:
         self.root = psutil.Process(pid)
         self.samples: list[tuple[float, float]] = []  # (monotonic time, MB)
+        self.peak_parts: dict[str, float] = {}  # each process's MB at the highest sample so far
         self._stop = threading.Event()
         self._every = every_s
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def now_mb(self) -> float:
-        total = 0
+    def parts_mb(self) -> dict[str, float]:
+        """Each process of the tree: '<pid> <command, shortened>' -> RSS in MB."""
+        parts = {}
         for proc in [self.root, *self.root.children(recursive=True)]:
             with contextlib.suppress(psutil.Error):  # a child that ended between listing and reading
-                total += proc.memory_info().rss
-        return total / 1e6
+                parts[f"{proc.pid} {' '.join(proc.cmdline()[1:4])[:60]}"] = proc.memory_info().rss / 1e6
+        return parts
+
+    def now_mb(self) -> float:
+        return sum(self.parts_mb().values())
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.samples.append((time.monotonic(), self.now_mb()))
+                parts = self.parts_mb()
             except psutil.Error:
                 return
+            total = sum(parts.values())
+            if total > self.peak_mb():
+                self.peak_parts = {k: round(v, 1) for k, v in parts.items()}
+            self.samples.append((time.monotonic(), total))
             self._stop.wait(self._every)
 
     def peak_mb(self) -> float:
@@ -214,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(SETTLE_AFTER_S + SETTLE_WINDOW_S)
         rss.stop()
         result["cloud_peak_rss_mb"] = round(rss.peak_mb(), 1)
+        peak_t = max(rss.samples, key=lambda s: s[1])[0]
+        result["cloud_peak_at_s"] = round(peak_t - t0, 1)  # after the server started
+        result["cloud_peak_parts_mb"] = rss.peak_parts
         result["cloud_settled_rss_mb"] = round(rss.median_between(ended + SETTLE_AFTER_S,
                                                                   ended + SETTLE_AFTER_S + SETTLE_WINDOW_S), 1)
         result["server_log_errors"] = sum("Traceback" in line for line in log.read_text().splitlines())
