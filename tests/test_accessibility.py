@@ -142,9 +142,15 @@ def test_the_live_page_with_the_keyboard_alone(app_server, browser):
         # the tour's keys listen once their small component has mounted (presenter.py sets this flag)
         page.wait_for_function("window.pdLab && window.pdLab.tourKeys === true", timeout=30_000)
         page.evaluate("document.activeElement && document.activeElement.blur()")
+        _idle(page)
+        page.wait_for_function("!document.querySelector('.st-key-pd_tour_next button').disabled", timeout=30_000)
         page.keyboard.press("n")
         page.wait_for_function("(t) => document.querySelector('.st-key-pd_tour h3').innerText !== t", arg=first,
                                timeout=30_000)
+        # the key clicks the Previous button, which the pass that showed step 2 enables: wait for that
+        # pass to be over and the button enabled, or the key finds it still disabled and does nothing
+        _idle(page)
+        page.wait_for_function("!document.querySelector('.st-key-pd_tour_prev button').disabled", timeout=30_000)
         page.keyboard.press("p")
         page.wait_for_function("(t) => document.querySelector('.st-key-pd_tour h3').innerText === t", arg=first,
                                timeout=30_000)
