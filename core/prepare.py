@@ -278,9 +278,8 @@ def ensure_prepared(progress: Progress = _quiet, cache: Path | None = None,
 def prepare_in_child(progress: Progress = _quiet, cache: Path | None = None) -> Path:
     """`python -m core prepare` in a child process, its progress lines passed on; the prepared
     folder once it verifies, else ModelUnavailable with the child's last words."""
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PDLAB_CACHE_DIR": str(cache or settings.cache_dir()),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    root = Path(__file__).resolve().parents[1]  # `-m core` from here finds this checkout's core, installed or not
+    env = {**os.environ, "PDLAB_CACHE_DIR": str(cache or settings.cache_dir())}
     lines: list[str] = []
     try:
         child = subprocess.Popen([sys.executable, "-m", "core", "prepare"], cwd=root, env=env, text=True,

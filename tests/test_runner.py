@@ -211,7 +211,7 @@ def test_the_app_warms_the_model_up_once_when_it_loads_it(monkeypatch):
     from app.services import model as service
 
     loaded, calls = object(), []
-    monkeypatch.setattr(service, "load_default", lambda: loaded)
+    monkeypatch.setattr(service, "load_default", lambda **_: loaded)
     monkeypatch.setattr(service, "warm_up", calls.append)
     monkeypatch.setattr(service, "_keep_gc_off_the_model", lambda: None)
     service.get_model.clear()
