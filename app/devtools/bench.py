@@ -60,9 +60,13 @@ def start_server(port: int, log: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
 
 
-def wait_healthy(port: int, timeout: float = 120) -> None:
+def wait_healthy(port: int, timeout: float = 120, proc: subprocess.Popen | None = None) -> None:
+    """Until the Streamlit server on `port` answers its health check; RuntimeError at once if `proc`
+    (the server, when given) exits first."""
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the app exited with {proc.returncode} before answering")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
                 if resp.status == 200:

@@ -37,11 +37,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 
+from app.devtools.bench import free_port, wait_healthy
 from core.settings import chromium_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,29 +109,6 @@ class TreeRss:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-
-
-def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the app exited with {proc.returncode} before answering")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"the app did not answer on port {port} in {timeout} s")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop_tree(proc: subprocess.Popen) -> None:
@@ -208,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items() if k in keep}
         env.update({"HOME": str(home), "PDLAB_ON_CLOUD": "1", "PDLAB_MODEL_SOURCE": "embedded",
                     "PDLAB_DTYPE": args.dtype})
-        port = _free_port()
+        port = free_port()
         cmd = [str(venv / "bin" / "streamlit"), "run", "app/streamlit_app.py", "--server.headless=true",
                f"--server.port={port}", "--server.address=127.0.0.1", "--runner.fastReruns=true",
                "--server.enableXsrfProtection=true", "--server.runOnSave=true",
@@ -217,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.Popen(cmd, cwd=clone, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
                                 start_new_session=True)
         rss = TreeRss(proc.pid)
-        _wait_healthy(port, proc)
+        wait_healthy(port, timeout=300, proc=proc)
         result["cloud_server_up_s"] = round(time.monotonic() - t0, 1)
         ended = _reader(f"http://127.0.0.1:{port}", result)
         time.sleep(SETTLE_AFTER_S + SETTLE_WINDOW_S)
