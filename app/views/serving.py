@@ -95,17 +95,17 @@ def render() -> None:
     settings = controls.render()
     controls.sync_url(settings)
     uploaded = settings.pop("uploaded")
-    try:
-        precheck(settings, uploaded[1] if uploaded else None)
-    except ValueError as exc:
-        st.error(f"These settings cannot be simulated: {exc}")
-        return
     key = (tuple(sorted(settings.items())), uploaded[0] if uploaded else None,
            id(uploaded[1]) if uploaded else None)
     job = state.job(state.SV_JOB)
     if job is None or job.key != key:
         if job is not None and job.active:
-            job.stop()
+            job.stop()  # the reader has moved on from its settings
+        try:  # once per new set of settings: a pass that redraws the same job has been checked already
+            precheck(settings, uploaded[1] if uploaded else None)
+        except ValueError as exc:
+            st.error(f"These settings cannot be simulated: {exc}")
+            return
         job = SimJob(get_queue(), settings, uploaded[1] if uploaded else None, uploaded[0] if uploaded else None)
         job.key = key
         job.start()
