@@ -210,14 +210,14 @@ def unserved(result: SimResult) -> str | None:
     missing = m["requests"] - m["served"]
     if missing <= 0:
         return None
-    tokens = result.kv_blocks_per_server * BLOCK_TOKENS
+    blocks = result.kv_blocks_per_server
+    tokens = blocks * BLOCK_TOKENS
     smallest = min(r.prompt_tokens + r.output_tokens - 1 for r in result.requests)
     whom = "No request" if m["served"] == 0 else f"{missing:,} of {m['requests']:,} requests"
-    blocks = result.kv_blocks_per_server
     return (f"{whom} could be served: each model copy's KV cache holds {blocks:,} block{'s' * (blocks != 1)} of "
             f"{BLOCK_TOKENS} tokens ({tokens:,} tokens), and a request is turned away unless its whole cache fits: "
-            f"its prompt and all but its last output token (the smallest here: {smallest:,} tokens). Raise the KV capacity (0 sizes it from the memory "
-            "left after the weights) or shorten the prompts. The charts below are drawn from what was served.")
+            f"its prompt and all but its last output token (the smallest here: {smallest:,} tokens). Raise the KV "
+            "capacity (0 sizes it from the memory left after the weights) or shorten the prompts. The charts below are drawn from what was served.")
 
 
 def window_length(result: SimResult) -> float:

@@ -189,9 +189,8 @@ def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
 
 # A simulation's work, estimated before it starts. The event loop's cost follows the tokens it
 # emits (one entry per decode token of every request) and, far more weakly, the prompt tokens it
-# schedules in chunks; one work unit is one output token, or 16 prompt tokens. Measured on the
-# 2-core machines of this project (core bench --sim): 0.4 to 1.4 million units per second,
-# depending on the policy and the lengths.
+# schedules in chunks; one work unit is one output token, or 16 prompt tokens. Timed on this
+# project's 2-core machines: 0.3 to 2.5 million units per second, by policy, lengths and load.
 PROMPT_TOKENS_PER_UNIT = 16
 
 
