@@ -234,6 +234,7 @@ def live_state(page) -> dict:
         const kv = document.querySelector('.pd-chart[data-chart=kv]');
         const toks = document.querySelector('.pd-prompt-toks');
         return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
+                runId: c && c.dataset.runId !== 'null' ? (c.dataset.runId || null) : null,
                 shown: c ? Number(c.dataset.shown || 0) : 0,
                 prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
                 promptText: toks ? toks.innerText : '',

@@ -130,11 +130,26 @@ def _wait_settled(page, timeout: float = 240, proc: psutil.Process | None = None
         s = live_state(page)
         if _settled(s):
             return s
-        time.sleep(0.3)
+        time.sleep(0.1)
     report = _page_report(page)
     if proc is not None:
         (ARTIFACTS / "load-stuck.txt").write_text(f"{report}\n\n{_server_stacks(proc)}")
     raise AssertionError(f"never settled: {report}")
+
+
+def _stop_enabled_or_over(page, previous_run: str | None, stop_button, timeout: float = 120) -> str:
+    """Wait until the live view shows a run other than `previous_run`, then until its Stop button
+    is enabled ("stop") or the run has settled ("over")."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s = live_state(page)
+        if s["runId"] not in (None, previous_run):
+            if _settled(s):
+                return "over"
+            if stop_button.is_enabled():
+                return "stop"
+        time.sleep(0.1)
+    raise AssertionError(f"the new run never showed: {_page_report(page)}")
 
 
 def _rss_mb(proc: psutil.Process) -> float:
@@ -201,6 +216,7 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
         _wait_settled(page, proc=proc)
         rss_before, threads_before = _rss_mb(proc), proc.num_threads()
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
+        previous_run = live_state(page)["runId"]
         outcomes, rss_series = [], []
         for i in range(50):
             # Streamlit disables every widget while its connection is down. A lost connection that
@@ -219,10 +235,14 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
             if i % 5 == 0:
                 page.get_by_text("Use the chat template").click()  # a widget change mid-run
             time.sleep(0.2 + (i % 3) * 0.2)
-            # The run may end (Stop disabled) before the click lands: also a valid race.
-            with contextlib.suppress(PlaywrightTimeout):
-                stop_button.click(timeout=3000)
+            # Stop once the page shows the new run with Stop enabled; a run that has already ended
+            # (half of them do) is not clicked at all. It may still end between that check and the
+            # click: also a valid race, and the click then gives up after 3 s.
+            if _stop_enabled_or_over(page, previous_run, stop_button) == "stop":
+                with contextlib.suppress(PlaywrightTimeout):
+                    stop_button.click(timeout=3000)
             s = _wait_settled(page, proc=proc)
+            previous_run = s["runId"]
             assert s["exceptions"] == 0, (i, s)
             if s["available"]:
                 assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (i, s)
