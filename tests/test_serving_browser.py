@@ -61,6 +61,8 @@ def test_arrival_file_bad_then_good(app_server, page, tmp_path):
     page.goto(f"{app_server}/serving?n=100")
     _wait_done(page)
     upload = page.locator("[data-testid=stFileUploaderDropzoneInput]")
+    # the box states the cap read_arrivals enforces (2 MB), not the server's 20 MB default
+    assert "2MB per file" in page.get_by_test_id("stFileUploaderDropzoneInstructions").inner_text()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"arrival_s": 0, "prompt_tokens": 12}\n')
     upload.set_input_files(str(bad))

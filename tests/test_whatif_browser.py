@@ -170,6 +170,8 @@ def test_config_upload_bad_then_good(app_server, page, tmp_path):
     page.goto(f"{app_server}/whatif")
     _wait_for_charts(page)
     upload = page.locator("[data-testid=stFileUploaderDropzoneInput]")
+    # the box's cap is 1 MB (its smallest), the help names the 256 kB that read_upload enforces
+    assert "1MB per file" in page.get_by_test_id("stFileUploaderDropzoneInstructions").inner_text()
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model_type": "bloom", "hidden_size": 64}))
     upload.set_input_files(str(bad))

@@ -110,7 +110,7 @@ def render() -> dict[str, Any]:
             l2.number_input("Output median", 0, 131_072, step=50, key=_key("omed"))
             l3.number_input("Spread (σ of log)", 0.0, 3.0, step=0.1, key=_key("sigma"))
         st.file_uploader("…or replay an arrival file (JSONL or CSV)", type=["jsonl", "json", "csv"],
-                         key=state.SV_UPLOAD,
+                         key=state.SV_UPLOAD, max_upload_size=2,  # MB: the box then says the real cap
                          help="One request per line: arrival_s, prompt_tokens, output_tokens (JSONL objects, or CSV "
                               "with those columns), up to 2 MB and 20,000 requests. Read as data and kept only in "
                               "this browser session.")

@@ -94,9 +94,10 @@ def _take_upload() -> None:
 
 
 def _upload_box() -> None:
-    st.file_uploader("…or upload a config.json", type=["json"], key=state.WI_UPLOAD,
-                     help="The model's Hugging Face config.json (a few kB). It is read as data, never run, "
-                          "and kept only in this browser session.")
+    # The box's own cap is in whole MB (1 at least); the 256 kB cap is read_upload's, with a message.
+    st.file_uploader("…or upload a config.json", type=["json"], key=state.WI_UPLOAD, max_upload_size=1,
+                     help=f"The model's Hugging Face config.json (a few kB, at most {MAX_CONFIG_BYTES // 1000} kB). "
+                          "It is read as data, never run, and kept only in this browser session.")
     message = st.session_state.get(state.WI_UPLOAD_MESSAGE)
     if message:
         st.error(plain(message) + " The previous model is still selected.")
