@@ -57,6 +57,7 @@ def _open(query: dict[str, str] | None = None) -> AppTest:
 
 
 _STORAGES: list = []
+_DEFERRED: dict = {}
 
 
 @pytest.fixture(autouse=True)
@@ -75,14 +76,30 @@ def _keep_media_storages(monkeypatch):
             _STORAGES.append(self)
 
     monkeypatch.setattr(app_test, "MemoryMediaFileStorage", Kept)
+    # A deferred download (a callable run on the click) is kept by its placeholder id as well, so
+    # _download can run it the way the server's execute_deferred does.
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    add_deferred = MediaFileManager.add_deferred
+
+    def keep_deferred(self, data_callable, *args, **kwargs):
+        file_id = add_deferred(self, data_callable, *args, **kwargs)
+        _DEFERRED[file_id] = data_callable
+        return file_id
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", keep_deferred)
     yield
     _STORAGES.clear()
+    _DEFERRED.clear()
 
 
 def _download(at: AppTest, label: str) -> bytes:
     """The bytes a download button serves (AppTest keeps them in its in-memory media storage)."""
     gc.collect()  # what made the lookup flaky before the storages were kept: it must not matter now
     button = next(b for b in at.get("download_button") if b.label == label)
+    if button.proto.HasField("deferred_file_id"):  # built on the click: run what the click runs
+        content = _DEFERRED[button.proto.deferred_file_id]()
+        return content.encode() if isinstance(content, str) else content
     file_id = button.proto.url.rsplit("/", 1)[-1].split(".", 1)[0]
     for storage in reversed(_STORAGES):
         if file_id in storage._files_by_id:
