@@ -196,7 +196,7 @@ def bench_latency(loaded) -> dict[str, float]:
 def bench_sim(sizes: tuple[int, ...] = (1000, 10_000)) -> dict[str, Any]:
     """Serving simulator speed: the event loop's wall time (sim_wall_s, coefficient fit and request
     generation excluded) for every policy on the default `mix` workload, at each size."""
-    from core.sim.policy import POLICIES
+    from core.sim.policies import POLICIES
     from core.sim.simulate import SimConfig, simulate
 
     out: dict[str, Any] = {}

@@ -177,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="simulate a serving machine under a scheduling policy (all times simulated)",
                        description="Discrete-event simulation of serving: requests arrive, a policy batches them, "
                                    "every iteration is priced by the cost model and the datasheet predictor.")
-    s.add_argument("--policy", default="chunked",
-                   choices=["static", "prefill-first", "decode-first", "chunked", "disaggregated"])
+    from core.sim.policies import POLICIES
+
+    s.add_argument("--policy", default="chunked", choices=list(POLICIES),
+                   help="; ".join(f"{name}: {cls.description}" for name, cls in POLICIES.items()))
     s.add_argument("--workload", default="mix", choices=["chat", "long-doc", "mix"])
     s.add_argument("--requests", type=int, default=1000, help="requests to simulate (default 1000)")
     s.add_argument("--rate", type=float, default=None,

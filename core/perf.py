@@ -159,27 +159,41 @@ def crossover_tokens(weight_bytes: int, kv_bytes_per_token: int, batch: int = 1)
 
 
 def decode_split_s(spec: ModelSpec, predictor: Predictor, n_cached: int, batch: int,
-                   dtype: str) -> tuple[float, float]:
+                   dtype: str, **cost_kwargs: Any) -> tuple[float, float]:
     """One decode step's predicted (compute, memory) seconds, each with its fitted coefficient.
 
     Memory is weights and activations plus KV traffic; the fixed overhead belongs to neither.
+    `cost_kwargs` go to core.cost.forward_cost (kv_dtype, mla_form...); the LM head runs on the
+    one new position, as every runner and engine does.
     """
-    from core.predictor import cost_for_event  # late: keeps this module free of numpy for its readers
+    from core.cost import forward_cost  # late: keeps this module free of numpy for its readers
 
-    terms = predictor.terms_s(cost_for_event(spec, 1, n_cached, batch, dtype), "decode")
+    cost = forward_cost(spec, 1, n_cached, batch, weight_dtype=dtype, **{"lm_head_tokens": 1, **cost_kwargs})
+    terms = predictor.terms_s(cost, "decode")
     coef = predictor.coef
     return coef["compute"] * terms["compute"], coef["memory"] * terms["memory"] + coef["kv"] * terms["kv"]
 
 
 def compute_bound_batch(spec: ModelSpec, predictor: Predictor, n_cached: int, dtype: str,
-                        max_batch: int = MAX_SEARCH_BATCH) -> int | None:
+                        max_batch: int = MAX_SEARCH_BATCH, **cost_kwargs: Any) -> int | None:
     """The smallest batch from which the predictor's compute term reaches its memory terms, or None.
 
     This is where batching stops paying: below it more rows ride on the same weight read; from it
     on every extra row adds its own arithmetic time. None when no batch up to `max_batch` gets there.
+    Arithmetic grows with every row and the weight read does not, so the gap closes monotonically
+    and a bisection finds the crossing in a dozen cost evaluations.
     """
-    for batch in range(1, max_batch + 1):
-        compute, memory = decode_split_s(spec, predictor, n_cached, batch, dtype)
-        if compute >= memory:
-            return batch
-    return None
+    def reached(batch: int) -> bool:
+        compute, memory = decode_split_s(spec, predictor, n_cached, batch, dtype, **cost_kwargs)
+        return compute >= memory
+
+    if max_batch < 1 or not reached(max_batch):
+        return None
+    lo, hi = 0, max_batch  # reached(hi) holds; reached(lo) does not (batch 0 has no arithmetic)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from core import perf
 from core.cost import FLOP_PARTS, estimate, forward_cost, step_cost
 from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
 from core.hardware import HardwareSpec
@@ -279,11 +280,13 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
                    "capacity": capacity, "fits": need <= capacity, "shortfall": max(0, need - capacity),
                    "devices_needed": max(1, math.ceil(need * s.tp / capacity)),
                    "max_batch": max(0, min(MAX_BATCH, int(room // per_seq))) if per_seq > 0 and room > 0 else 0},
-        "crossover_tokens": mid_dev["bytes"]["weights"] / (est["kv_bytes_per_token"] * kv_share(spec, s.tp) * s.batch),
+        "crossover_tokens": perf.crossover_tokens(mid_dev["bytes"]["weights"],
+                                                  est["kv_bytes_per_token"] * kv_share(spec, s.tp), s.batch),
         "peak_flops_datasheet": hardware.peak(s.compute_dtype), "bandwidth_datasheet": hardware.bandwidth,
         "ridge_datasheet": hardware.peak(s.compute_dtype) / hardware.bandwidth,
         "ridge_effective": peak / bandwidth,
-        "compute_bound_batch": compute_bound_batch(spec, pred, s),
+        "compute_bound_batch": perf.compute_bound_batch(spec, pred, s.prompt_len, s.weight_dtype, MAX_BATCH,
+                                                        kv_dtype=s.kv_dtype, mla_form=s.mla_form),
         "per_extra_sequence_s": _per_extra_sequence(spec, pred, s),
         "flops_by_part": {"prefill": {k: prefill_cost.flops[k] for k in FLOP_PARTS},
                           "decode_step": {k: mid.flops[k] for k in FLOP_PARTS}},
@@ -350,30 +353,6 @@ def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Pr
                                     "flops_by_part": parts})
     decode_s += decode["steps"] * allreduce_s(spec, hardware, s.tp, s.batch, act_dt)
     return ttft, decode_s
-
-
-def compute_bound_batch(spec: ModelSpec, pred: Predictor, s: Scenario) -> int | None:
-    """Smallest batch whose decode step's predicted arithmetic reaches its memory time, or None up
-    to MAX_BATCH. Arithmetic grows with every row, the weight read does not, so the gap closes
-    monotonically and a bisection finds the crossing in a dozen cost evaluations."""
-    s = s.resolved()
-    kw = _kwargs(s)
-
-    def reached(batch: int) -> bool:
-        terms = pred.terms_s(forward_cost(spec, 1, s.prompt_len, batch, **kw), "decode")
-        c = pred.coef
-        return c["compute"] * terms["compute"] >= c["memory"] * terms["memory"] + c["kv"] * terms["kv"]
-
-    if not reached(MAX_BATCH):
-        return None
-    lo, hi = 0, MAX_BATCH  # reached(hi) holds; reached(lo) does not (batch 0 has no arithmetic)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if reached(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 def expected_tokens_per_round(gamma: int, alpha: float) -> float:

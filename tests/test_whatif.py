@@ -11,7 +11,7 @@ import pytest
 from app.components import whatif_figures as figs
 from app.sections import whatif_settings
 from app.services import whatif_link as link
-from core import whatif
+from core import perf, whatif
 from core.cost import forward_cost
 from core.estimate import estimate_run
 from core.hardware import list_presets, load_hardware
@@ -64,7 +64,9 @@ def test_compute_bound_batch_bisection_matches_a_linear_search():
     for prompt in (16, 128, 512, 4096):
         s = whatif.Scenario(batch=1, prompt_len=prompt, gen_len=2).resolved()
         pred = whatif.predictor(spec, gpu, s)
-        found = whatif.compute_bound_batch(spec, pred, s)
+        found = perf.compute_bound_batch(spec, pred, prompt, s.weight_dtype, whatif.MAX_BATCH,
+                                         kv_dtype=s.kv_dtype, mla_form=s.mla_form)
+        assert found == whatif.answer(spec, gpu, s)["compute_bound_batch"]
         c = pred.coef
         linear = None
         for b in range(1, whatif.MAX_BATCH + 1):

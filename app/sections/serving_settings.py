@@ -16,7 +16,7 @@ from app.components.text import plain, safe_name
 from app.services import serving_link as link
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
-from core.sim.policy import POLICIES
+from core.sim.policies import POLICIES
 from core.sim.workload import ARRIVALS, MAX_UPLOAD_BYTES, load_workloads, read_arrivals
 from core.spec import list_model_presets
 

@@ -13,7 +13,7 @@ from app.services import link_params
 from app.services.link_params import number, whole
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
-from core.sim.policy import POLICIES
+from core.sim.policies import POLICIES
 from core.sim.simulate import DEFAULT_HARDWARE, DEFAULT_MODEL, MAX_INSTANCES
 from core.sim.workload import ARRIVALS, load_workloads
 from core.spec import list_model_presets
@@ -28,8 +28,6 @@ DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dty
 
 
 def policy_choices() -> list[str]:
-    from core.sim import policies  # noqa: F401  (registers them)
-
     return list(POLICIES)
 
 

@@ -2,8 +2,8 @@
 
 A policy only decides; it never prices or advances time. The loop (core.sim.engine) asks it for
 the next iteration's rows, prices them with the step time, and moves the clock. Policies register
-by name so a command line or a config can pick one; the five the simulator teaches are in
-core.sim.policies.
+by name so a command line or a config can pick one; the five the simulator teaches are in the
+core.sim.policies package, which registers them all when imported.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ class Policy(ABC):
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # one line, for the command line's help and the page's fallback
+    layout: ClassVar[str] = "colocated"  # the deployment layout it runs in (core.sim.layouts)
 
     @abstractmethod
     def next_iteration(self, waiting: Sequence[Seq], running: Sequence[Seq], state: State) -> list[Row]:

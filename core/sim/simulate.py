@@ -1,10 +1,9 @@
 """One simulation from its settings: workload, deployment, policy in; per-request times and metrics out.
 
-The deployment is `instances` copies of the model, each on `tp` devices. The colocated policies
-run every copy as an independent server and deal arriving requests to them in turn; the
-disaggregated policy makes some copies prefill servers and the rest decode servers, and moves
-each request's KV cache from one to the other over the devices' link. Both therefore use the same
-number of devices, so their numbers compare.
+The deployment is `instances` copies of the model, each on `tp` devices, arranged by the layout
+the policy names (core.sim.layouts): colocated copies each serve their share of the requests;
+disaggregated ones split into prefill and decode copies with the KV cache sent between them. Both
+use the same number of devices, so their numbers compare.
 """
 
 from __future__ import annotations
@@ -17,9 +16,10 @@ from typing import Any
 from core.cost import kv_bytes_per_token
 from core.hardware import HardwareSpec, load_hardware
 from core.sim import metrics
-from core.sim import policies as _policies  # noqa: F401  (registers the five policies)
-from core.sim.engine import ServerLog, SimulationStopped, run_server  # noqa: F401 (SimulationStopped: re-exported)
-from core.sim.policy import POLICIES, Seq, State, get_policy
+from core.sim.engine import ServerLog, SimulationStopped  # noqa: F401 (SimulationStopped: re-exported)
+from core.sim.layouts import Setting, get_layout
+from core.sim.policies import get_policy
+from core.sim.policy import State
 from core.sim.steptime import StepTime
 from core.sim.workload import Request, custom, generate, get_workload
 from core.spec import ModelSpec, load_model_preset
@@ -66,7 +66,6 @@ class SimConfig:
 
     def checked(self) -> SimConfig:
         """ValueError, in words, for settings no server could run."""
-        get_policy(self.policy)
         for name, value, low, high in (("instances", self.instances, 1, MAX_INSTANCES),
                                        ("token budget", self.budget, 16, 1 << 20),
                                        ("batch limit", self.max_batch, 1, 4096),
@@ -86,11 +85,7 @@ class SimConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not (0 if name == "length spread" else 1) <= value <= high):
                 raise ValueError(f"{name} must be a number up to {high:,}, got {value!r}")
-        if self.policy == "disaggregated":
-            p = self.prefill_count()
-            if self.instances < 2 or not 1 <= p < self.instances:
-                raise ValueError("disaggregated serving needs at least two model copies, at least one for prefill "
-                                 f"and one for decode (instances {self.instances}, prefill {p})")
+        get_layout(get_policy(self.policy).layout)().check(self)
         return self
 
     def prefill_count(self) -> int:
@@ -225,53 +220,15 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
                          "is left for the KV cache; add devices (tensor parallelism) or pick a smaller dtype")
     state = State(now_s=0.0, free_blocks=blocks, block_tokens=BLOCK_TOKENS, max_batch=config.max_batch,
                   max_prefill_tokens=config.max_prefill_tokens, budget=config.budget)
-    cls = POLICIES[config.policy]
-    n = len(requests)
-    token_s: list[list[float]] = [[] for _ in range(n)]
-    server_of, preempt_of = [0] * n, [0] * n
-    servers: list[tuple[str, ServerLog]] = []
-    transfers: list[tuple[int, float, float]] = []
-    index = {r.id: k for k, r in enumerate(requests)}
-    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.id))
+    cls = get_policy(config.policy)
+    setting = Setting(config, cls, step, blocks, state,
+                      kv_bytes_per_token(spec, scenario.kv_dtype) * kv_share(spec, config.tp), hardware.interconnect,
+                      should_stop)
     started = time.perf_counter()
-    if config.policy != "disaggregated":
-        for k in range(config.instances):
-            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::config.instances]]
-            servers.append(("both", run_server(seqs, cls(), step, blocks, state, should_stop=should_stop)))
-            for s in seqs:
-                i = index[s.request.id]
-                token_s[i], server_of[i], preempt_of[i] = s.token_s, k, s.preemptions
-    else:
-        n_pre = config.prefill_count()
-        link = hardware.interconnect
-        per_token = kv_bytes_per_token(spec, scenario.kv_dtype) * kv_share(spec, config.tp)
-        handoffs = []
-        for k in range(n_pre):
-            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]]
-            servers.append(("prefill", run_server(seqs, cls("prefill"), step, blocks, state, hand_off=True,
-                                                  should_stop=should_stop)))
-            link_free = 0.0
-            for s in sorted(seqs, key=lambda s: s.token_s[0] if s.token_s else float("inf")):
-                i = index[s.request.id]
-                token_s[i], server_of[i], preempt_of[i] = s.token_s, k, s.preemptions
-                if s.request.output_tokens > 1 and s.token_s:
-                    begin = max(s.token_s[0], link_free)
-                    end = begin + (link.latency_s + s.request.prompt_tokens * per_token / link.bandwidth_bytes_per_s
-                                   if link else 0.0)
-                    link_free = end
-                    transfers.append((s.request.id, begin, end))
-                    handoffs.append((end, s))
-        handoffs.sort(key=lambda h: (h[0], h[1].request.id))
-        n_dec = config.instances - n_pre
-        for k in range(n_dec):
-            seqs = [Seq(s.request, end, s.request.prompt_tokens, prefilled=s.request.prompt_tokens, generated=1,
-                        preemptions=s.preemptions, token_s=list(s.token_s)) for end, s in handoffs[k::n_dec]]
-            servers.append(("decode", run_server(seqs, cls("decode"), step, blocks, state, should_stop=should_stop)))
-            for s in seqs:
-                i = index[s.request.id]
-                token_s[i], server_of[i], preempt_of[i] = s.token_s, n_pre + k, s.preemptions
+    served = get_layout(cls.layout)().run(requests, setting)
     wall = time.perf_counter() - started
-    result = SimResult(config, list(requests), token_s, server_of, preempt_of, servers, transfers, blocks, wall)
-    result.metrics = metrics.summary([r.arrival_s for r in requests], token_s, config.ttft_target_s,
+    result = SimResult(config, list(requests), served.token_s, served.server_of, served.preemptions_of,
+                       served.servers, served.transfers, blocks, wall)
+    result.metrics = metrics.summary([r.arrival_s for r in requests], served.token_s, config.ttft_target_s,
                                      config.tpot_target_s)
     return result

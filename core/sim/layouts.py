@@ -1,0 +1,151 @@
+"""Deployment layouts: where a simulation's servers stand and how each request travels through them.
+
+A layout owns the servers, not the decisions: it builds every server's queue, runs each server's
+event loop (core.sim.engine) under the policy class it is given, and reports when every token came
+out and where. Each policy names the layout it needs (`Policy.layout`); `simulate()` looks it up
+here, so a new layout is one registered class in this module, and `--policy disaggregated` keeps
+meaning what it meant.
+
+- colocated: every model copy prefills and decodes; arriving requests are dealt to the copies in
+  turn (round robin).
+- disaggregated: some copies only prefill, the rest only decode; each request's KV cache moves
+  from its prefill copy to a decode copy over the devices' link, one transfer at a time per link.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from core.registry import Registry
+from core.sim.engine import ServerLog, run_server
+from core.sim.policy import Policy, Seq, State
+from core.sim.steptime import StepTime
+from core.sim.workload import Request
+
+
+class Copies(Protocol):
+    """What a layout reads of the settings (core.sim.simulate.SimConfig has it)."""
+
+    instances: int
+
+    def prefill_count(self) -> int: ...
+
+
+@dataclass
+class Served:
+    """What the servers did, per request (by its position in the request list) and per server."""
+
+    token_s: list[list[float]]  # when each output token came out
+    server_of: list[int]  # the server that produced its tokens (the decode one when split)
+    preemptions_of: list[int]
+    servers: list[tuple[str, ServerLog]] = field(default_factory=list)  # (role, log)
+    transfers: list[tuple[int, float, float]] = field(default_factory=list)  # (request id, start, end)
+
+    @classmethod
+    def empty(cls, n: int) -> Served:
+        return cls([[] for _ in range(n)], [0] * n, [0] * n)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Everything a layout needs besides the requests: the shared pieces every server is built from."""
+
+    config: Copies
+    policy: type[Policy]
+    step: StepTime
+    blocks: int  # KV blocks per server
+    state: State
+    kv_bytes_per_token: float  # per device, for a hand-off over the link
+    link: object | None  # core.hardware's interconnect (latency_s, bandwidth_bytes_per_s), or None
+    should_stop: Callable[[], bool] | None = None
+
+
+class Layout(ABC):
+    """How the copies of the model are arranged. `name` is its registry key."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def check(self, config: Copies) -> None:
+        """ValueError, in words, for a number of copies this layout cannot use."""
+        return None
+
+    @abstractmethod
+    def run(self, requests: Sequence[Request], setting: Setting) -> Served:
+        """Every server's loop over `requests` (in arrival order; positions as in the request list)."""
+
+
+_REGISTRY: Registry[Layout] = Registry("deployment layout")
+LAYOUTS = _REGISTRY.entries
+register = _REGISTRY.register
+get_layout = _REGISTRY.get
+
+
+def _positions(requests: Sequence[Request]) -> tuple[list[Request], dict[int, int]]:
+    index = {r.id: k for k, r in enumerate(requests)}
+    return sorted(requests, key=lambda r: (r.arrival_s, r.id)), index
+
+
+@register
+class Colocated(Layout):
+    name = "colocated"
+    description = "every model copy prefills and decodes; requests dealt to the copies in turn"
+
+    def run(self, requests: Sequence[Request], setting: Setting) -> Served:
+        ordered, index = _positions(requests)
+        out, n = Served.empty(len(requests)), setting.config.instances
+        for k in range(n):
+            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n]]
+            out.servers.append(("both", run_server(seqs, setting.policy(), setting.step, setting.blocks,
+                                                   setting.state, should_stop=setting.should_stop)))
+            for s in seqs:
+                i = index[s.request.id]
+                out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, k, s.preemptions
+        return out
+
+
+@register
+class Disaggregated(Layout):
+    name = "disaggregated"
+    description = "prefill copies and decode copies apart, each request's KV cache sent over the link"
+
+    def check(self, config: Copies) -> None:
+        p = config.prefill_count()
+        if config.instances < 2 or not 1 <= p < config.instances:
+            raise ValueError("disaggregated serving needs at least two model copies, at least one for prefill "
+                             f"and one for decode (instances {config.instances}, prefill {p})")
+
+    def run(self, requests: Sequence[Request], setting: Setting) -> Served:
+        ordered, index = _positions(requests)
+        out, config = Served.empty(len(requests)), setting.config
+        n_pre, link = config.prefill_count(), setting.link
+        handoffs = []
+        for k in range(n_pre):
+            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]]
+            out.servers.append(("prefill", run_server(seqs, setting.policy("prefill"), setting.step, setting.blocks,
+                                                      setting.state, hand_off=True, should_stop=setting.should_stop)))
+            link_free = 0.0
+            for s in sorted(seqs, key=lambda s: s.token_s[0] if s.token_s else float("inf")):
+                i = index[s.request.id]
+                out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, k, s.preemptions
+                if s.request.output_tokens > 1 and s.token_s:
+                    begin = max(s.token_s[0], link_free)
+                    end = begin + (link.latency_s + s.request.prompt_tokens * setting.kv_bytes_per_token
+                                   / link.bandwidth_bytes_per_s if link else 0.0)
+                    link_free = end
+                    out.transfers.append((s.request.id, begin, end))
+                    handoffs.append((end, s))
+        handoffs.sort(key=lambda h: (h[0], h[1].request.id))
+        n_dec = config.instances - n_pre
+        for k in range(n_dec):
+            seqs = [Seq(s.request, end, s.request.prompt_tokens, prefilled=s.request.prompt_tokens, generated=1,
+                        preemptions=s.preemptions, token_s=list(s.token_s)) for end, s in handoffs[k::n_dec]]
+            out.servers.append(("decode", run_server(seqs, setting.policy("decode"), setting.step, setting.blocks,
+                                                     setting.state, should_stop=setting.should_stop)))
+            for s in seqs:
+                i = index[s.request.id]
+                out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, n_pre + k, s.preemptions
+        return out
