@@ -103,3 +103,20 @@ def test_page_turn_on_a_replay_or_nothing_holds_nothing():
         pass
     with runs.page_turn(None):
         pass
+
+
+def test_live_and_recorded_runs_answer_the_same_run_protocol(tiny_model):
+    """The page reads `replay` and `bundled_name` from any run, never by getattr or from its label."""
+    import typing
+
+    from app.services import replay
+
+    members = set(typing.get_type_hints(runs.Run)) | {"touch", "stop", "trace"}
+    live = _run(tiny_model)
+    bundled = replay.bundled(replay.DEFAULT_BUNDLED)
+    mine = replay.replay_run(bundled.trace(), "your file 'mine.json'")
+    for run in (live, bundled, mine):
+        missing = {m for m in members if not hasattr(run, m)}
+        assert not missing, (type(run).__name__, missing)
+    assert (live.replay, bundled.replay, mine.replay) == (False, True, True)
+    assert (live.bundled_name, bundled.bundled_name, mine.bundled_name) == (None, replay.DEFAULT_BUNDLED, None)

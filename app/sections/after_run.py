@@ -91,7 +91,7 @@ def render_answer(run: Any) -> None:
         st.markdown(f"*{ending}*")
     e0 = run.events[0]
     info = run.loaded.info
-    where = (f"recorded on {recorded_on(run.trace_data)}" if getattr(run, "replay", False)
+    where = (f"recorded on {recorded_on(run.trace_data)}" if run.replay
              else f"measured on this server, {this_machine()}")
     st.caption(f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
                f"({where}) · cache: {run.settings.cache} · weights: "

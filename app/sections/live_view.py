@@ -33,7 +33,7 @@ def status_of(run: Any) -> dict[str, str]:
     if run is None:
         return {"state": "idle", "text": "Press Generate to watch the model."}
     n = len(run.events)
-    if getattr(run, "replay", False):  # a recorded trace (app.services.replay): no model behind it
+    if run.replay:  # a recorded trace (app.services.replay): no model behind it
         return {"state": "replay", "text": f"Recorded run ({run.source}), {n} tokens, replayed at its recorded pace"}
     if run.status == "queued":
         pos = run.queue_position
@@ -96,7 +96,7 @@ def _live_content(model_config: Any) -> None:
         st.error(f"The run failed: {run.error}")
     start = live.send_window(state.feed(), run.id, len(events), full) if ctx is not None else 0
     controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
-    controls["replay"] = bool(getattr(run, "replay", False))
+    controls["replay"] = run.replay
     controls["poll_s"] = POLL_S  # the browser paces its display one pass behind the model
     live.mount(controls, total=len(events) if ctx is not None else None, resent=resent,
                on_resend=state.request_resend)

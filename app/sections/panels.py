@@ -249,7 +249,7 @@ def _batching_body(loaded: Any) -> None:
 def _live_run() -> Any | None:
     """The reader's last finished run of the live model (not a replayed recording), else None."""
     run = state.current_run()
-    if run is None or run.active or getattr(run, "replay", False) or not getattr(run, "events", None):
+    if run is None or run.active or run.replay or not run.events:
         return None
     return run
 

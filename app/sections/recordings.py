@@ -84,7 +84,7 @@ def model_banner(kind: str, message: str = "") -> None:
 
 def replay_banner(run: Any) -> None:
     """Says that the run on screen is a recording, and on which machine its timings were measured."""
-    if not getattr(run, "replay", False):
+    if run is None or not run.replay:
         return
     trace = run.trace()
     s = trace.summary()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -22,6 +22,9 @@ from app.components.text import plain
 from app.sections import recordings
 from app.services import replay
 from core.share import DEFAULTS, link_notices, parse_query_params, to_query_params
+
+if TYPE_CHECKING:
+    from app.services.runs import Run
 
 TRACE_KEY = "trace"  # not part of core.share: names a bundled recording, ignored by other readers
 RECOVERED_KEY = "recovered"  # added by live.js when it reloads a page that went blank
@@ -101,10 +104,8 @@ def link_params() -> dict[str, str]:
     return params
 
 
-def _bundled_name(run: Any) -> str | None:
-    source = getattr(run, "source", "") if getattr(run, "replay", False) else ""
-    m = re.fullmatch(r"bundled recording '([a-z0-9-]+)'", source or "")
-    return m.group(1) if m else None
+def _bundled_name(run: Run | None) -> str | None:
+    return run.bundled_name if run is not None else None
 
 
 def sync_url() -> None:
@@ -133,5 +134,5 @@ def render_share_box() -> None:
         for notice in link_notices(current_view()):
             st.caption(notice)
         run = state.current_run()
-        if getattr(run, "replay", False) and not _bundled_name(run):
+        if run is not None and run.replay and not run.bundled_name:
             st.caption("A trace you uploaded is not in the link: save it (JSON) and share the file.")

@@ -124,6 +124,7 @@ class ReplayRun:
     trace_data: Trace
     ctx: RunContext
     source: str
+    bundled_name: str | None = None  # set when it replays a bundled recording (by name, for links)
 
     replay = True
     active = False
@@ -158,8 +159,8 @@ class ReplayRun:
         return self.trace_data
 
 
-def replay_run(trace: Trace, source: str, tokenizer: Any = None) -> ReplayRun:
-    return ReplayRun(trace, context_from_trace(trace, tokenizer), source)
+def replay_run(trace: Trace, source: str, tokenizer: Any = None, bundled_name: str | None = None) -> ReplayRun:
+    return ReplayRun(trace, context_from_trace(trace, tokenizer), source, bundled_name)
 
 
 @cache
@@ -170,7 +171,7 @@ def _bundled_trace(name: str) -> Trace:
 def bundled(name: str) -> ReplayRun:
     """A fresh replay of a bundled trace (parsed once per process)."""
     trace = _bundled_trace(name)
-    return replay_run(trace, f"bundled recording '{name}'")
+    return replay_run(trace, f"bundled recording '{name}'", bundled_name=name)
 
 
 def bundled_names() -> list[str]:

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from app.services import host_points
 from app.services.context import RunContext, build_context
@@ -29,8 +29,29 @@ from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 PAGE_SETTLE_MAX_S = 3.0
 
 
+class Run(Protocol):
+    """What the page reads of the run on screen, live or recorded: a GenerationRun (this server's
+    model, now) or an app.services.replay.ReplayRun (a trace: bundled, or a reader's file)."""
+
+    id: int
+    events: list[Event]
+    ctx: RunContext | None
+    status: str
+    active: bool
+    replay: bool  # a recorded trace, no model behind it
+    bundled_name: str | None  # the bundled recording it replays (the link can carry it), else None
+
+    def touch(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def trace(self) -> Trace: ...
+
+
 class GenerationRun(ModelJob):
     kind = "generate"
+    replay = False
+    bundled_name = None
 
     def __init__(self, queue: RunQueue, loaded: Any, prompt: str, prompt_ids: list[int],
                  settings: GenerationSettings, wait_for_page: bool = False) -> None:
