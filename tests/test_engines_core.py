@@ -206,7 +206,8 @@ def test_an_engine_fit_prices_the_simulator_under_its_name(host_calibrated_cache
 
 
 def test_the_engine_dtype_follows_the_cpu_unless_the_operator_names_one(monkeypatch):
-    from core.engines.launch import SETTINGS, engine_dtype, engine_process
+    from core.engines.kinds.vllm import engine_dtype
+    from core.engines.launch import SETTINGS, engine_process
 
     monkeypatch.setenv("PDLAB_ENGINE_DTYPE", "auto")
     assert engine_dtype(frozenset({"avx2", "fma"})) == "fp32"  # vLLM's bf16 kernels need AVX-512

@@ -15,6 +15,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
+from core.engines.kinds import kind_of
 from core.engines.lab import StallWorkload
 from core.engines.launch import MAKE_ENGINE_PORTS, ROOT, SETTINGS
 
@@ -253,7 +254,7 @@ def cmd_bench(args) -> int:
                 _say(0.3 + 0.2 * k, f"{name}: repeat {k + 1} of {REPEATS}")
                 stalls.append(experiments.stall(live, seed=k)["comparison"])
                 pois.append(experiments.poisson(live, seed=k)["comparison"])
-            if setting.engine == "vllm" and tpot_engine is None:
+            if kind_of(setting.engine).tpot_experiment and tpot_engine is None:
                 tpot_engine = engine_tpot(live, prompt_ids)
         row = {"setting": name, "label": setting.label, "engine_version": live.version, "start_s": start_s,
                "fit": {k: v for k, v in fit_entry.items() if k != "samples"}}

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from core import settings
-from core.engines.launch import MAKE_ENGINE_PORTS, SERVED_NAME, SETTINGS, EngineSetting
+from core.engines.kinds import KINDS, SERVED_NAME, kind_of
+from core.engines.launch import MAKE_ENGINE_PORTS, SETTINGS, EngineSetting
 
 ENGINES_ENV = "PDLAB_ENGINES"
 PORTS_ENV = "PDLAB_MAKE_ENGINE_PORTS"
@@ -117,8 +118,8 @@ def _entry(item: object, taken: set[str]) -> Endpoint:
     if isinstance(max_seqs, bool) or not isinstance(max_seqs, int) or not 1 <= max_seqs <= 4096:
         raise ValueError("'max_seqs' must be a whole number from 1 to 4,096")
     engine = item.get("engine", "openai")
-    if engine not in ("vllm", "llama-server", "openai"):
-        raise ValueError("'engine' must be 'vllm', 'llama-server' or 'openai'")
+    if engine not in KINDS:
+        raise ValueError("'engine' must be " + " or ".join(f"'{name}'" for name in KINDS))
     label = item.get("label") or name
     if not isinstance(label, str):
         raise ValueError("'label' must be a string")
@@ -174,11 +175,9 @@ def version_of(endpoint: Endpoint, timeout_s: float = 2.0) -> str:
         found = r.json().get("version") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
         found = None
+    kind = kind_of(endpoint.engine)
     if isinstance(found, str) and found:
-        kind = "vllm-cpu" if endpoint.setting and endpoint.engine == "vllm" else endpoint.engine
-        return f"{kind} {found[:40]}"
+        return kind.version_label(found[:40], started_here=endpoint.setting is not None)
     if endpoint.setting:
-        from core.engines.session import engine_version
-
-        return engine_version(endpoint.engine)
+        return kind.version()
     return f"{endpoint.engine} (version unknown)"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engines import fit as engine_fit
+from core.engines.kinds import kind_of
 from core.engines.lab import Comparison, StallWorkload, compare, simulate_run
 from core.engines.player import play
 from core.engines.record import EngineRun
@@ -38,8 +39,7 @@ def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
 
 def new_run(engine: LiveEngine, note: str = "") -> EngineRun:
     s = engine.setting
-    model = {"vllm": f"SmolLM2-135M-Instruct ({s.dtype})", "llama-server": "SmolLM2-135M-Instruct (Q4_1 GGUF)"}.get(
-        s.engine, f"served as {engine.client.model}")
+    model = kind_of(s.engine).model_label(s.dtype) or f"served as {engine.client.model}"
     return EngineRun(engine=s.engine, setting=s.name, model=model, started_at="",
                      engine_version=engine.version,
                      settings={"budget": s.budget, "max_seqs": s.max_seqs, "threads": s.threads, "label": s.label},

@@ -15,8 +15,11 @@ from collections.abc import Callable
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-# engine-specific prefixes; everything else on /metrics (process, python) is not the engine's story
-PREFIXES = ("vllm:", "llamacpp:")
+from core.engines.kinds import KINDS
+
+# each engine kind's own samples; everything else on /metrics (process, python) is not the engine's story
+PREFIXES = tuple(k.metrics_prefix for k in KINDS.values() if k.metrics_prefix)
+BUSY = tuple(name for k in KINDS.values() for name in k.busy_metrics)  # requests in flight
 DROPPED_LABELS = {"model_name", "engine"}
 KEPT_BUCKETS = ("time_to_first_token_seconds", "inter_token_latency_seconds")
 MAX_METRICS_BYTES = 2_000_000
@@ -89,16 +92,14 @@ class Scraper:
 
 
 def wait_idle(base_url: str, timeout_s: float = 30.0) -> bool:
-    """True once vLLM reports no running or waiting request (a run starts from an idle engine)."""
+    """True once the engine reports no request in flight (a run starts from an idle engine)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             values = scrape(base_url)
         except (httpx.HTTPError, ValueError):
             return False
-        busy = sum(v for k, v in values.items() if k.startswith(("vllm:num_requests_running",
-                                                                  "vllm:num_requests_waiting",
-                                                                  "llamacpp:requests_processing")))
+        busy = sum(v for k, v in values.items() if k.startswith(BUSY))
         if busy == 0:
             return True
         time.sleep(0.2)

