@@ -114,7 +114,7 @@ def set_run(run) -> None:
 
 
 def feed() -> dict[str, Any]:
-    """What the live view was sent recently (see app.live.send_window)."""
+    """What the live view was sent recently (see app.components.live_component.send_window)."""
     return st.session_state.setdefault(FEED, {})
 
 

@@ -1,6 +1,6 @@
 """The on-demand experiments behind the panels: cache on/off/static, and decode at several batch sizes.
 
-They run as queued background jobs like a generation (app.jobs), so they never interleave with
+They run as queued background jobs like a generation (app.services.jobs), so they never interleave with
 another reader's run and a click elsewhere on the page does not abandon them halfway.
 
 Fairness of the measurements: each job first runs a short untimed warm-up (the first forwards

@@ -1,7 +1,7 @@
 """Process-wide resources shared by every browser session: the model, the run queue, the ceilings.
 
 `st.cache_resource` makes each one a singleton per server process. The model is loaded once; the
-queue serialises all model work (see app.jobs); the calibrated ceilings are measured once per
+queue serialises all model work (see app.services.jobs); the calibrated ceilings are measured once per
 machine by core (and cached on disk by it).
 """
 

@@ -4,7 +4,7 @@ A run frees what it allocated (KV caches, activations, messages), but glibc keep
 pages mapped for reuse, and a fragmented heap can rarely give its top back. `trim()`
 (`malloc_trim(0)`) after each run returns the free pages inside every heap (a few milliseconds).
 It cannot shrink the top of a thread arena's heap, which is why all model work runs on one
-long-lived thread (app.jobs): one arena, reused run after run.
+long-lived thread (app.services.jobs): one arena, reused run after run.
 """
 
 from __future__ import annotations
