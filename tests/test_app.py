@@ -4,21 +4,18 @@ shows escaped output; bad input is a message, never a traceback."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.apptest import open_app
+
 pytestmark = pytest.mark.model
 
-APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
 
 
 def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app()
 
 
 # The first run on a fresh server queues behind the once-per-server calibration and latency fit,

@@ -14,12 +14,7 @@ from app.services import engine_health
 from app.services.engine_jobs import CalibrateJob, StallRunJob
 from app.services.jobs import RunQueue
 from core.engines.endpoints import Endpoint
-
-
-def _page() -> None:
-    from app.views import engines
-
-    engines.render()
+from tests.apptest import open_view
 
 
 def _closed_port() -> int:
@@ -39,12 +34,7 @@ def no_engines(monkeypatch):
 
 
 def _app(session: dict | None = None) -> AppTest:
-    at = AppTest.from_function(_page, default_timeout=60)
-    for key, value in (session or {}).items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_view("engines", session=session)
 
 
 def _text(at: AppTest) -> str:

@@ -4,13 +4,11 @@ and their figure and summary functions on hand-made results."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from app.components import panel_figures
-
-APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+from tests.apptest import open_app
 
 
 def _compare_result(n: int = 6) -> dict:
@@ -127,14 +125,10 @@ def _captions(at) -> str:
 def test_a_fresh_page_shows_recorded_results_before_any_press():
     """No measurement on this server yet: both panels show the bundled recordings, labelled with their
     machine and date, with their charts and the numbers in their text, before anyone presses a button."""
-    from streamlit.testing.v1 import AppTest
-
     from app.services import experiment_results
 
     experiment_results.STORE.clear()
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    assert not at.exception, at.exception
+    at = open_app()
     assert "pd_compare_job" not in at.session_state and "pd_batch_job" not in at.session_state
     captions = _captions(at)
     for kind in ("compare", "batching"):
@@ -157,16 +151,12 @@ def test_a_fresh_page_shows_recorded_results_before_any_press():
 @pytest.mark.model
 def test_without_usable_recordings_the_panels_wait_for_their_buttons(monkeypatch, tmp_path):
     """A malformed recording and a missing one: both panels fall back to the button alone, no traceback."""
-    from streamlit.testing.v1 import AppTest
-
     from app.services import experiment_results
 
     experiment_results.STORE.clear()
     (tmp_path / "compare.json").write_text('{"format": 1, "kind": "compare", "result": {}}', encoding="utf-8")
     monkeypatch.setattr(experiment_results, "EXPERIMENTS_DIR", tmp_path)
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    assert not at.exception, at.exception
+    at = open_app()
     captions = _captions(at)
     assert "Press **Compare cache modes**: the chart of measured times appears here." in captions
     assert "Press the button to measure: the chart appears here." in captions
@@ -177,14 +167,10 @@ def test_without_usable_recordings_the_panels_wait_for_their_buttons(monkeypatch
 
 @pytest.mark.model
 def test_panels_run_the_real_model():
-    from streamlit.testing.v1 import AppTest
-
     from app.services import experiment_results
 
     experiment_results.STORE.clear()
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    assert not at.exception, at.exception
+    at = open_app()
     # the comparison works before any Generate: it runs the prompt in the box
     at.text_area(key="prompt").set_value("What is the capital of France?")
     at.slider(key="compare_tokens").set_value(4)
@@ -224,9 +210,7 @@ def test_panels_run_the_real_model():
     small.join(10)
 
     # another reader's fresh page now shows this server's last measurements, not the recordings
-    other = AppTest.from_file(APP, default_timeout=240)
-    other.run()
-    assert not other.exception, other.exception
+    other = open_app()
     captions = _captions(other)
     assert captions.count("Measured on this server at ") == 2 and "by a reader's earlier run" in captions
     assert "Recorded on " not in captions

@@ -10,14 +10,12 @@ import csv
 import gc
 import io
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.trace import MAX_TRACE_BYTES, Trace, bundled_traces
-
-APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+from tests.apptest import open_app
 
 
 @pytest.fixture
@@ -48,12 +46,7 @@ def no_model(monkeypatch, tmp_path):
 
 
 def _open(query: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(timeout=120, query=query)
 
 
 _STORAGES: list = []

@@ -15,6 +15,7 @@ from app.services.jobs import RunQueue
 from app.services.serving_jobs import SimJob, configs
 from app.views import serving as view
 from core.sim.simulate import SimConfig, simulate
+from tests.apptest import open_view
 
 
 @pytest.fixture(scope="module")
@@ -163,16 +164,9 @@ def test_verdict_names_the_trade_off_when_each_policy_wins_one(pair):
     assert "Neither wins both" not in same
 
 
-def _serving_page() -> None:
-    from app.views import serving as page
-
-    page.render()
-
-
 def test_a_kv_cache_too_small_for_any_request_is_said_and_drawn_empty():
     """Issue 29: one KV block (inside the page's range) turns every request away. The page says so
     and why, and draws its charts empty (the timeline raised inside Plotly before)."""
-    from streamlit.testing.v1 import AppTest
 
     result = simulate(SimConfig(policy="chunked", requests=40, seed=2, kv_blocks=1))
     assert result.metrics["served"] == 0
@@ -183,9 +177,7 @@ def test_a_kv_cache_too_small_for_any_request_is_said_and_drawn_empty():
     assert any(a["text"] == "no request could be served" for a in fig["layout"]["annotations"])
     assert view.unserved(simulate(SimConfig(policy="chunked", requests=40, seed=2))) is None
 
-    at = AppTest.from_function(_serving_page, default_timeout=120)
-    at.query_params["kv"] = "1"
-    at.query_params["n"] = "40"
+    at = open_view("serving", timeout=120, query={"kv": "1", "n": "40"}, run=False)
     at.run()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # the simulation is a queued job: each pass polls it
@@ -240,10 +232,7 @@ def test_a_running_simulation_stops_when_asked_and_at_the_time_cap(monkeypatch):
 
 
 def test_the_reader_stops_a_running_simulation_from_the_page():
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_function(_serving_page, default_timeout=120)
-    at.query_params["n"] = "5000"  # the largest page run: seconds of work, time to press Stop
+    at = open_view("serving", timeout=120, query={"n": "5000"}, run=False)  # the largest page run: time to press Stop
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     at.button(key="sv_stop").click().run()

@@ -14,6 +14,7 @@ from app.services import whatif_link as link
 from core import calibrate, predictor, whatif
 from core.hardware import custom_spec, load_hardware
 from core.spec import load_model_preset
+from tests.apptest import open_view
 
 LLAMA = load_model_preset("llama-3.1-8b")
 SMOL = load_model_preset("smollm2-135m")
@@ -166,19 +167,8 @@ def test_a_finished_live_run_becomes_a_labelled_point():
 
 # --- the page ------------------------------------------------------------------------------------
 
-def _page() -> None:
-    from app.views import whatif as view
-
-    view.render()
-
-
 def _app(**params: str) -> AppTest:
-    at = AppTest.from_function(_page, default_timeout=60)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_view("whatif", query=params)
 
 
 def test_page_prices_custom_figures_from_the_link():

@@ -7,21 +7,11 @@ from streamlit.testing.v1 import AppTest
 from core import whatif
 from core.hardware import load_hardware
 from core.spec import load_model_preset
-
-
-def _page() -> None:
-    from app.views import whatif as view
-
-    view.render()
+from tests.apptest import open_view
 
 
 def _app(**params: str) -> AppTest:
-    at = AppTest.from_function(_page, default_timeout=60)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_view("whatif", query=params)
 
 
 def _metrics(at: AppTest) -> dict[str, str]:
