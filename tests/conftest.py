@@ -244,6 +244,24 @@ def live_state(page) -> dict:
 
 
 @contextlib.contextmanager
+def script_server(script: str, folder: Path, log_name: str):
+    """A Streamlit server for a small page written by a test (`script`, the page's source), with
+    Plotly served beside it the way the app serves it: the charts-only harness of the live-view
+    tests. Yields the page's URL; the server is stopped afterwards."""
+    (folder / "page.py").write_text(script, encoding="utf-8")
+    (folder / "static").mkdir(exist_ok=True)  # Streamlit serves static/ beside the main script
+    shutil.copy(ROOT / "app" / "static" / "plotly.min.js", folder / "static" / "plotly.min.js")
+    port = free_port()
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name=log_name,
+                           script=str(folder / "page.py"), env={"STREAMLIT_SERVER_ENABLE_STATIC_SERVING": "true"})
+    try:
+        wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
 def browser_page(browser, width: int = 1440, height: int = 1000):
     """A page in its own browser context (its own cookies and session), closed afterwards."""
     context = browser.new_context(viewport={"width": width, "height": height})

@@ -11,16 +11,14 @@ and a legend toggle, checking the axes after each.
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import sys
 
 import pytest
 
 from app.components import charts, figures
 from app.services import replay
 from core import perf
-from tests.conftest import ARTIFACTS, ROOT, browser_page, free_port, start_streamlit, stop, wait_healthy
+from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 from tests.live_axes import assert_axes_cover_data, wait_settled
 
 RECORDING = "sky-blue"  # 48 tokens, like the reported run
@@ -46,20 +44,9 @@ for name in charts.NAMES:
 
 @pytest.fixture(scope="module")
 def charts_page(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("live_axes")
-    (folder / "live_axes.py").write_text(PAGE.format(root=str(ROOT), recording=RECORDING, run_id=RUN_ID),
-                                         encoding="utf-8")
-    (folder / "static").mkdir()  # Streamlit serves static/ beside the main script: plotly.min.js
-    shutil.copy(ROOT / "app" / "static" / "plotly.min.js", folder / "static" / "plotly.min.js")
-    port = free_port()
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="live-axes",
-                           script=str(folder / "live_axes.py"),
-                           env={"STREAMLIT_SERVER_ENABLE_STATIC_SERVING": "true"})
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
+    script = PAGE.format(root=str(ROOT), recording=RECORDING, run_id=RUN_ID)
+    with script_server(script, tmp_path_factory.mktemp("live_axes"), "live-axes") as url:
+        yield url
 
 
 def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:

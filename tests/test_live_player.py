@@ -9,15 +9,13 @@ nothing else.
 from __future__ import annotations
 
 import re
-import shutil
-import sys
 import time
 
 import pytest
 
 from app.components import live_component as live
 from app.services import replay
-from tests.conftest import ARTIFACTS, ROOT, browser_page, free_port, start_streamlit, stop, wait_healthy
+from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 
 LIVE_DIR = ROOT / "app" / "components" / "live"
 N = 10  # steps the page sends
@@ -68,20 +66,9 @@ def test_chart_frames_carry_their_step_latency() -> None:
 
 @pytest.fixture(scope="module")
 def charts_only_page(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("charts_only")
-    (folder / "charts_only.py").write_text(PAGE.format(root=str(ROOT), charts=CHARTS, run_id=RUN_ID, n=N),
-                                           encoding="utf-8")
-    (folder / "static").mkdir()  # Streamlit serves static/ beside the main script: plotly.min.js
-    shutil.copy(ROOT / "app" / "static" / "plotly.min.js", folder / "static" / "plotly.min.js")
-    port = free_port()
-    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="charts-only",
-                           script=str(folder / "charts_only.py"),
-                           env={"STREAMLIT_SERVER_ENABLE_STATIC_SERVING": "true"})
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
+    script = PAGE.format(root=str(ROOT), charts=CHARTS, run_id=RUN_ID, n=N)
+    with script_server(script, tmp_path_factory.mktemp("charts_only"), "charts-only") as url:
+        yield url
 
 
 def _player(page) -> dict:
