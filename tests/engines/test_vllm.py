@@ -64,7 +64,9 @@ def test_concurrent_streams_and_a_long_prompt_are_recorded_with_the_metrics(vllm
     assert max(m["values"]["vllm:num_requests_running"] for m in run.metrics) >= 2
     after = run.metrics[-1]["values"]
     assert after["vllm:time_to_first_token_seconds_count"] - before["vllm:time_to_first_token_seconds_count"] == 4
-    assert after["vllm:num_requests_running"] == 0 and after["vllm:num_preemptions_total"] >= 0
+    assert after["vllm:num_requests_running"] == 0 and after["vllm:num_requests_waiting"] == 0
+    # four requests, about 1,700 tokens of cache, in a 1 GiB KV space: nothing may have been preempted
+    assert after["vllm:num_preemptions_total"] == before["vllm:num_preemptions_total"]
     assert 0 <= after["vllm:kv_cache_usage_perc"] <= 1
     back = EngineRun.from_json(run.to_json())
     assert [len(r.token_s) for r in back.requests] == [len(r.token_s) for r in run.requests]
