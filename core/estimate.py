@@ -61,18 +61,18 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
 def _add_fit(result: dict[str, Any], spec: Any, hardware: str, prompt_len: int, gen_len: int, batch: int,
              w_dt: str, kv_dt: str, tp: int, measure: bool) -> None:
     """Memory against the device ("fits", "shortfall_bytes"), and for tp > 1 the split times."""
-    from core import whatif
+    from core import deployment, whatif
     from core.calibrate import resolve_hardware
 
     if tp != 1 and hardware == "host":
         raise ValueError("--tp needs a datasheet preset: 'host' is this one machine")
     hw = resolve_hardware(hardware, measure=measure)
-    scenario = whatif.Scenario(batch=batch, prompt_len=prompt_len, gen_len=gen_len, weight_dtype=w_dt,
+    scenario = deployment.Scenario(batch=batch, prompt_len=prompt_len, gen_len=gen_len, weight_dtype=w_dt,
                                kv_dtype=kv_dt, tp=tp)
     if hardware == "host":  # the host's times stay the calibrated predictor's; only its memory is checked
         a = default_companion_dtype(w_dt)
-        need = (whatif.weight_memory_bytes(spec, w_dt, a) + result["kv_bytes_final"]
-                + whatif.activation_memory_bytes(spec, batch, prompt_len, a))
+        need = (deployment.weight_memory_bytes(spec, w_dt, a) + result["kv_bytes_final"]
+                + deployment.activation_memory_bytes(spec, batch, prompt_len, a))
         result["memory_bytes"], result["fits"] = need, need <= hw.memory_bytes
         result["shortfall_bytes"] = max(0, need - hw.memory_bytes)
         return

@@ -35,3 +35,19 @@ def test_no_module_writes_the_crossover_out_again():
     inline = re.compile(r'\["weights"\]\s*/\s*\(')
     offenders = [p.relative_to(CORE.parent).as_posix() for p in CORE.rglob("*.py") if inline.search(p.read_text())]
     assert offenders == []
+
+
+def test_the_simulator_prices_deployments_without_the_what_if_page_module():
+    """Deployment pricing lives in core/deployment.py; the page-named core/whatif.py builds the
+    what-if answer on it, and nothing serving-related reaches into it."""
+    users = [*sorted((CORE / "sim").rglob("*.py")), CORE.parent / "app" / "services" / "serving_jobs.py"]
+    offenders = []
+    for path in users:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "core.whatif" or n.startswith("core.whatif.") for n in names):
+                offenders.append(path.relative_to(CORE.parent).as_posix())
+            if isinstance(node, ast.ImportFrom) and node.module == "core" and any(a.name == "whatif" for a in node.names):
+                offenders.append(path.relative_to(CORE.parent).as_posix())
+    assert offenders == []

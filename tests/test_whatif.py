@@ -70,7 +70,7 @@ def test_compute_bound_batch_bisection_matches_a_linear_search():
         c = pred.coef
         linear = None
         for b in range(1, whatif.MAX_BATCH + 1):
-            t = pred.terms_s(forward_cost(spec, 1, prompt, b, **whatif._kwargs(s)), "decode")
+            t = pred.terms_s(forward_cost(spec, 1, prompt, b, **whatif.cost_kwargs(s)), "decode")
             if c["compute"] * t["compute"] >= c["memory"] * t["memory"] + c["kv"] * t["kv"]:
                 linear = b
                 break

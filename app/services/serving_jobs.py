@@ -75,7 +75,7 @@ def precheck(settings: dict[str, Any], uploaded: list[Request] | None = None) ->
     """ValueError, in words, for settings that cannot be simulated, before any job is queued: bad
     numbers, a model that does not fit its GPUs, a context window shorter than the requests, more
     work than one page's simulation may do (MAX_JOB_WORK)."""
-    from core.whatif import kv_blocks_available
+    from core.deployment import kv_blocks_available
 
     a, b = (c.checked() for c in configs(settings))
     spec, hardware, scenario = deployment(a)

@@ -12,11 +12,11 @@ from typing import Any
 
 from app.services import link_params
 from app.services.link_params import number, whole
+from core.deployment import COMPUTE_DTYPES, MAX_BATCH, MAX_TP
 from core.dtypes import DTYPES
 from core.hardware import CUSTOM, HOST
 from core.hardware import list_presets as hardware_presets
 from core.spec import list_model_presets
-from core.whatif import COMPUTE_DTYPES, MAX_BATCH, MAX_TP
 
 MAX_TOKENS = 1_048_576
 # A custom GPU's figures: link key -> (label, default, low, high). The defaults are H100 SXM's

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.cost import kv_bytes_per_token
+from core.deployment import Scenario, check, kv_blocks_available, kv_share
 from core.hardware import HardwareSpec, load_hardware
 from core.sim import metrics
 from core.sim.engine import ServerLog, SimulationStopped  # noqa: F401 (SimulationStopped: re-exported)
@@ -23,7 +24,6 @@ from core.sim.policy import State
 from core.sim.steptime import StepTime
 from core.sim.workload import Request, custom, generate, get_workload
 from core.spec import ModelSpec, load_model_preset
-from core.whatif import Scenario, check, kv_blocks_available, kv_share
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-3.1-8b", "h100-sxm"
 BLOCK_TOKENS = 16

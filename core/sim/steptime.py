@@ -1,7 +1,7 @@
 """The time of one simulated iteration, as a handful of coefficients taken from the one cost function.
 
 A simulation prices tens of thousands of iterations, each of up to hundreds of rows; calling
-core.whatif.step_time_s (the cost function plus the predictor) for each would take about 20 µs a
+core.deployment.step_time_s (the cost function plus the predictor) for each would take about 20 µs a
 call plus a Python loop over the rows. But that time is linear in a few sums over the rows:
 
     time = base + per_row * rows + per_token * tokens + per_embedding_row * min(tokens, vocab)
@@ -108,10 +108,10 @@ class StepTime:
 
     @classmethod
     def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario, pred=None) -> StepTime:
-        """Coefficients read off core.whatif.step_time_s for this model, machine and setting
-        (scenario: a core.whatif.Scenario; its batch and lengths are ignored). `pred` replaces the
+        """Coefficients read off core.deployment.step_time_s for this model, machine and setting
+        (scenario: a core.deployment.Scenario; its batch and lengths are ignored). `pred` replaces the
         machine's own predictor (a real engine's fit, core.engines.fit)."""
-        from core.whatif import predictor, step_time_s
+        from core.deployment import predictor, step_time_s
 
         pred = pred or predictor(spec, hardware, scenario)
         v = spec.vocab
