@@ -96,13 +96,22 @@ def test_turns_never_hang_a_side_that_waits_too_long():
     assert len(turns.pauses) == 1
 
 
-def test_page_turn_on_a_replay_or_nothing_holds_nothing():
-    class Replay:
-        active = True
-    with runs.page_turn(Replay()):
-        pass
-    with runs.page_turn(None):
-        pass
+def test_page_turn_holds_the_model_only_for_an_active_live_run():
+    """A pass over an active run's page makes its next forward wait; over a finished run, a replay
+    (no model behind it) or no run at all, nothing waits."""
+    from types import SimpleNamespace
+
+    from app.services.turns import Turns
+
+    def forward_wait(run: object, turns: Turns) -> float:
+        with runs.page_turn(run), turns.forward() as waited:
+            return waited
+
+    turns = Turns(max_wait_s=0.2)
+    assert forward_wait(SimpleNamespace(turns=turns, active=True), turns) >= 0.15  # the page held it
+    assert forward_wait(SimpleNamespace(turns=turns, active=False), turns) == 0.0  # finished: nothing held
+    assert forward_wait(SimpleNamespace(active=True, replay=True), turns) == 0.0  # a replay has no turns
+    assert forward_wait(None, turns) == 0.0
 
 
 def test_live_and_recorded_runs_answer_the_same_run_protocol(tiny_model):
