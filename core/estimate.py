@@ -1,7 +1,8 @@
 """Cost and predicted time of a whole generation without running a model (`python -m core estimate`).
 
-Decode is integrated step by step: step i runs over prompt_len + i - 1 cached tokens, so the growing
-cache is priced at every step rather than at its final length.
+Decode is priced at every step (step i runs over prompt_len + i - 1 cached tokens, so the growing
+cache is priced as it grows, not at its final length), summed in closed form by the same
+core.deployment.decode_time_s the what-if page uses: one timer for a whole generation.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.cost import estimate, forward_cost
+from core.deployment import decode_time_s
 from core.dtypes import default_companion_dtype, normalize_dtype
 from core.predictor import predictor_for
 from core.spec import load_model_preset
@@ -42,9 +44,7 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     result["prefill"]["time_s"] = pred.predict_s(prefill_cost, "prefill")
     result["prefill"]["intensity"] = prefill_cost.intensity
     steps = gen_len - 1
-    decode_time = 0.0
-    for i in range(1, gen_len):
-        decode_time += pred.predict_s(forward_cost(spec, 1, prompt_len + i - 1, batch, **kwargs), "decode")
+    decode_time = decode_time_s(pred, result["decode"])
     result["decode"]["time_s"] = decode_time
     result["decode"]["tpot_s"] = decode_time / steps if steps else None
     result["ttft_s"] = result["prefill"]["time_s"]
