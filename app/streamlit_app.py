@@ -18,7 +18,7 @@ import importlib  # noqa: E402
 
 import streamlit as st  # noqa: E402
 
-from app.components.palette import PAGE_CSS  # noqa: E402
+from app.shared.palette import PAGE_CSS  # noqa: E402
 
 st.set_page_config(page_title="Prefill & Decode Lab", page_icon="⚡", layout="wide")
 st.html(PAGE_CSS)  # on every page: readable captions (see palette.PAGE_CSS)
@@ -29,7 +29,7 @@ def _view(name: str):
     open only the live page never holds the other pages' libraries (pandas, the engine lab's client,
     the simulator), which keeps its memory down."""
     def render() -> None:
-        importlib.import_module(f"app.views.{name}").render()
+        importlib.import_module(f"app.views.{name}.view").render()
     render.__name__ = f"render_{name}"
     return render
 

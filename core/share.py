@@ -21,7 +21,7 @@ from core.settings import LINK_PROMPT_MAX_CHARS, PUBLIC_MAX_NEW_TOKENS
 # "batching" the batch sweep; "replay" a loaded or bundled trace played without the model.
 PAGES = ("live", "compare", "batching", "replay")
 DEFAULT_PAGE = "live"
-# The page's first example prompt (app.sections.inputs.EXAMPLES[0]); repeated here to keep this module pure.
+# The page's first example prompt (app.views.live.settings.EXAMPLES[0]); repeated here to keep this module pure.
 DEFAULT_PROMPT = "Explain in two sentences why the sky is blue."
 
 # Public caps: what the page's widgets accept, tighter than the engine's own limits

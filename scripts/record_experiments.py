@@ -5,7 +5,7 @@ machine (about a minute; anything else busy on the CPU slows the forwards it mea
 
     PDLAB_CACHE_DIR=.cache HF_HUB_OFFLINE=1 python -m scripts.record_experiments
 
-The page's own jobs do the measuring (app.services.experiments.CompareJob and BatchJob, queued and run
+The page's own jobs do the measuring (app.views.live.jobs.CompareJob and BatchJob, queued and run
 exactly as a reader's button runs them), so a recording is a page result, not a second implementation
 of one. Each file says where and when it was measured (CPU, vCPUs, torch, model and weights, dtype,
 the prompt), and the page shows it, so it never passes one machine's timings off as another's.
@@ -25,14 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python scripts/record_experiments.py` puts scripts/, not the root, on the path
     sys.path.insert(0, str(ROOT))
 
-from app.services import experiment_results  # noqa: E402
-from app.services.experiment_results import EXPERIMENTS_DIR, FORMAT  # noqa: E402
+from app.shared import experiment_results  # noqa: E402
+from app.shared.experiment_results import EXPERIMENTS_DIR, FORMAT  # noqa: E402
 
 
 def default_prompt() -> tuple[str, bool]:
     """The prompt box's default prompt and chat setting: the recording then matches a fresh page's box."""
-    from app import state
-    from app.sections.inputs import DEFAULTS
+    from app.views.live import state
+    from app.views.live.settings import DEFAULTS
 
     return str(DEFAULTS[state.PROMPT]), bool(DEFAULTS[state.CHAT])
 
@@ -88,7 +88,7 @@ def _fastest(jobs: list, total) -> object:
 
 
 def record_compare(loaded, queue, out_dir: Path, repeats: int) -> dict:
-    from app.services.experiments import COMPARE_DEFAULT_TOKENS, CompareJob
+    from app.views.live.jobs import COMPARE_DEFAULT_TOKENS, CompareJob
     from core.runner import encode_prompt
 
     started = time.monotonic()
@@ -109,7 +109,7 @@ def record_compare(loaded, queue, out_dir: Path, repeats: int) -> dict:
 
 
 def record_batching(loaded, queue, out_dir: Path, repeats: int) -> dict:
-    from app.services.experiments import BATCH_PROMPT, BatchJob
+    from app.views.live.jobs import BATCH_PROMPT, BatchJob
 
     started = time.monotonic()
     jobs = []
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each experiment; the fastest is kept")
     args = parser.parse_args(argv)
 
-    from app.services.jobs import RunQueue
+    from app.shared.jobs import RunQueue
     from core.dtypes import normalize_dtype
     from core.model import load_embedded
     from core.predictor import host_predictor

@@ -112,7 +112,7 @@ def record(loaded, predictor, name: str, prompt: str, max_new_tokens: int, out_d
     trace = min(runs, key=lambda r: sum(e.latency_ms for e in r.events))
     # The recording machine's folder layout is nobody's business and differs on every clone.
     trace.model.pop("path", None)
-    from app.services.context import token_label
+    from app.shared.context import token_label
 
     trace.prompt_tokens = [token_label(loaded.tokenizer, i) for i in trace.prompt_token_ids]  # replay w/o tokenizer
     trace.hardware = {

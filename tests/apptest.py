@@ -21,7 +21,7 @@ def _render_view(name: str) -> None:
     """The script AppTest runs for one page (its source is run on its own: imports stay inside)."""
     import importlib
 
-    importlib.import_module(f"app.views.{name}").render()
+    importlib.import_module(f"app.views.{name}.view").render()
 
 
 def _start(at: AppTest, query: Mapping[str, str] | None, session: Mapping[str, Any] | None,

@@ -71,7 +71,7 @@ def _notices(at: Any) -> list[str]:
 def _model_ready(timeout: float = 300) -> None:
     """The live page shows a recording until the model is loaded: wait for the load, so a link opens
     the same page however soon after the server started it is opened."""
-    from app.services.model import model_loader
+    from app.shared.model import model_loader
 
     assert model_loader().done.wait(timeout), "the embedded model did not load"
 

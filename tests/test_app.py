@@ -61,7 +61,7 @@ def test_generate_shows_the_answer():
     assert any("ONE forward pass" in m.value or "one forward pass" in m.value for m in at.markdown)
     assert f"**{len(run.prompt_ids)} prompt positions**" in "".join(m.value for m in at.markdown)
     # the run's summary names the machine its times were measured on (recordings name theirs)
-    from app.services.experiment_results import this_machine
+    from app.shared.experiment_results import this_machine
 
     summary = [c.value for c in at.caption if "prompt tokens ·" in c.value]
     assert summary and f"measured on this server, {this_machine()}" in summary[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from app.services import model
+from app.shared import model
 
 
 def test_starting_the_calibration_does_not_wait_for_a_measurement_in_progress(monkeypatch):

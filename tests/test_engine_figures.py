@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.components import engine_figures as figs
-from app.components import engine_numbers as numbers
-from app.services import engine_recording
+from app.views.engines import figures as figs
+from app.views.engines import numbers, recorded
 from core.engines.lab import stall_of
 from core.engines.record import EngineRun, RequestRecord
 
@@ -162,7 +161,7 @@ def test_status_failures_and_dates_in_words():
 
 
 def test_the_bundled_recording_draws_with_its_stall():
-    bundle, problem = engine_recording.load()
+    bundle, problem = recorded.load()
     assert problem is None, problem
     for entry in bundle["settings"]:
         run, sim = entry["run"], entry["simulated"]

@@ -10,9 +10,9 @@ import socket
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.services import engine_health
-from app.services.engine_jobs import CalibrateJob, StallRunJob
-from app.services.jobs import RunQueue
+from app.shared.jobs import RunQueue
+from app.views.engines import health as engine_health
+from app.views.engines.jobs import CalibrateJob, StallRunJob
 from core.engines.endpoints import Endpoint
 from tests.apptest import open_view
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.components import engine_tpot
+from app.views.engines import tpot as engine_tpot
 
 SAMPLE = json.loads((Path(__file__).parent / "data" / "engine-tpot-sample.json").read_text())  # engine-bench, 2026-12-04
 

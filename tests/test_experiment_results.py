@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from app.services import experiment_results as er
-from app.services.jobs import ModelJob, RunQueue
+from app.shared import experiment_results as er
+from app.shared.jobs import ModelJob, RunQueue
 
 UTC = dt.UTC
 
@@ -143,7 +143,7 @@ def test_a_job_calls_on_finish_once_with_its_final_status():
 
 
 def test_the_page_jobs_hand_a_complete_result_to_the_store(tiny_model, monkeypatch):
-    from app.services.experiments import BatchJob, CompareJob
+    from app.views.live.jobs import BatchJob, CompareJob
 
     store = er.ResultStore()
     monkeypatch.setattr(er, "STORE", store)

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from app.components import charts, figures, lesson, metrics
-from app.components import live_component as live
-from app.components.patches import apply_patch, point_count
-from app.services.context import Ceilings, build_context
-from app.services.jobs import RunQueue
+from app.shared.context import Ceilings, build_context
+from app.shared.jobs import RunQueue
+from app.views.live import charts, figures, lesson, metrics
+from app.views.live import component as live
+from app.views.live.patches import apply_patch, point_count
 from core import perf
 from core.runner import GenerationSettings, generate_trace
 
@@ -29,7 +29,7 @@ def run_data(tiny_model):
 
 
 def _annotator(loaded):
-    from app.services.model import make_annotator
+    from app.shared.model import make_annotator
 
     return make_annotator(loaded)
 
@@ -258,8 +258,8 @@ def test_queue_is_fifo_and_reports_positions():
 
 
 def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
-    from app.services import model as model_service
-    from app.services.runs import GenerationRun
+    from app.shared import model as model_service
+    from app.views.live.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     q = RunQueue()
@@ -267,7 +267,7 @@ def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
     done = GenerationRun(q, tiny_model, "x", ids, GenerationSettings(max_new_tokens=6, stop_on_eos=False)).start()
     done.join(30)
     assert done.status == "done" and len(done.events) == 6 and done.ctx is not None
-    from app.services import host_points  # the what-if page's "this server" view gets the run as a point
+    from app.shared import host_points  # the what-if page's "this server" view gets the run as a point
 
     point = host_points.STORE.points()[-1]
     assert point.source == "server" and point.prompt_tokens == len(ids) and point.decode_steps == 5
@@ -281,9 +281,9 @@ def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
 
 
 def test_abandoned_run_ends_itself(tiny_model, monkeypatch):
-    from app.services import jobs
-    from app.services import model as model_service
-    from app.services.runs import GenerationRun
+    from app.shared import jobs
+    from app.shared import model as model_service
+    from app.views.live.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     monkeypatch.setattr(jobs, "ABANDON_AFTER_S", 0.0)
@@ -311,7 +311,7 @@ def test_budget_bars_are_the_prediction_split_beside_measured_and_paper(run_data
 
 def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
 
-    from app.components import serving_sketch as sk
+    from app.views.live import serving_sketch as sk
     from core import perf
 
     events, ctx = run_data
@@ -353,7 +353,7 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     thin matrix products (the prediction already counts those)."""
     import dataclasses
 
-    from app.components import serving_sketch as sk
+    from app.views.live import serving_sketch as sk
     from core import perf
 
     events, ctx = run_data
@@ -637,7 +637,7 @@ def test_the_reported_paper_division_now_comes_out_as_printed():
     import dataclasses
     import re
 
-    from app.services import replay
+    from app.views.live import replay
     from core.trace import bundled_traces, load_trace_file
 
     trace = load_trace_file(bundled_traces()["moon-facts"].read_bytes())
@@ -653,7 +653,7 @@ def test_a_tied_embedding_is_said_to_be_one_matrix():
     say so, or a reader doubles the idle share (reader check 9 expected about 42%, not 21%)."""
     import dataclasses
 
-    from app.services import replay
+    from app.views.live import replay
 
     run = replay.bundled("sky-blue")
     assert run.ctx.tied_embeddings  # from the bundled config, as the live model's own config says

@@ -32,7 +32,7 @@ def test_the_page_modules_leave_torch_unimported():
     """Every page module imports at the top of its file, so none of them may pull in torch: the title
     must paint while the model (and torch with it) still loads in the background."""
     code = ("import json, sys\n"
-            "import app.views.live\n"
+            "import app.views.live.view\n"
             "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers')}))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                          check=True)

@@ -1,6 +1,6 @@
 """Jobs wait their turn in their own threads; model work runs on one long-lived thread, other work not.
 
-One thread means one malloc arena for the model's memory, reused run after run (app.services.jobs
+One thread means one malloc arena for the model's memory, reused run after run (app.shared.jobs
 explains the RSS growth a thread per run caused); these tests pin that down without a model.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from app.services.jobs import Job, ModelJob, RunQueue
+from app.shared.jobs import Job, ModelJob, RunQueue
 
 
 class _Probe(ModelJob):

@@ -1,14 +1,16 @@
-"""The import rules of the layered layout, checked on the source (an AST walk, no imports run).
+"""The import rules of the page-package layout, checked on the source (an AST walk, no imports run).
 
 Every import counts: at module level, inside functions, under `TYPE_CHECKING`, and `from a.b import c`
 counts as an import of `a.b` (and of `a.b.c` when that is a module). The rules, from the README:
 
 - `core` never imports `app` or streamlit;
-- in `app`, a layer imports only itself and the layers below it:
-  views > sections > components > services (then `core`);
-- `app.state` (the session keys) is for views and sections only: components and services hold no
-  session state;
-- nothing imports `app.devtools` (the benchmarks and probes sit on top, beside the entry point);
+- each page is one package under app/views/ (live, whatif, serving, engines) and imports only itself,
+  app.shared and core: no page imports another page;
+- app.shared (what two or more pages use) never imports a page;
+- only app.shared.session touches `st.session_state` among the shared modules (the keys are the pages');
+- nothing imports `app.devtools` or an entry point (the benchmarks and probes sit on top, beside the
+  entry point, and may import anything);
+- every app module sits in a page, in app.shared or in app.devtools, or is an entry point;
 - no import cycles anywhere in `app` and `core`.
 """
 
@@ -18,8 +20,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = {"views": 4, "sections": 3, "components": 2, "services": 1}
+PAGES = ("live", "whatif", "serving", "engines")
 ENTRY_POINTS = {"app.streamlit_app", "app.bench"}  # may import anything in app
+PACKAGES = {"app", "app.views"}  # package docstrings only
 
 
 def _modules() -> dict[str, Path]:
@@ -69,20 +72,19 @@ IMPORTS = {name: imported_names(name, path) for name, path in MODULES.items()}
 EDGES = {name: _internal(names) - {name} for name, names in IMPORTS.items()}
 
 
-def _layer(module: str) -> int | None:
+def _page(module: str) -> str | None:
+    """The page a module belongs to (app.views.<page>...), or None."""
     parts = module.split(".")
-    if parts[0] != "app" or len(parts) < 2:
-        return None
-    return LAYERS.get(parts[1])
+    return parts[2] if parts[:2] == ["app", "views"] and len(parts) > 2 else None
 
 
 def test_the_walk_sees_imports_inside_functions_and_type_checking(tmp_path: Path) -> None:
     src = tmp_path / "mod.py"
     src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app.services import jobs\n"
                    "def f():\n    import app.state\n    from .sibling import thing\n", encoding="utf-8")
-    names = imported_names("app.sections.mod", src)
-    assert {"app.services", "app.services.jobs", "app.state", "app.sections.sibling",
-            "app.sections.sibling.thing"} <= names
+    names = imported_names("app.views.live.mod", src)
+    assert {"app.services", "app.services.jobs", "app.state", "app.views.live.sibling",
+            "app.views.live.sibling.thing"} <= names
 
 
 def test_core_never_imports_app_or_streamlit() -> None:
@@ -91,30 +93,51 @@ def test_core_never_imports_app_or_streamlit() -> None:
     assert {m: v for m, v in bad.items() if v} == {}
 
 
-def test_app_layers_import_only_downward() -> None:
+def test_the_four_pages_are_packages() -> None:
+    for page in PAGES:
+        assert f"app.views.{page}" in MODULES and f"app.views.{page}.view" in MODULES, page
+    assert {_page(m) for m in MODULES} - {None} == set(PAGES)
+
+
+def test_a_page_imports_only_itself_shared_and_core() -> None:
     bad = []
     for module, targets in EDGES.items():
-        here = _layer(module)
-        if here is None:
+        page = _page(module)
+        if page is None:
             continue
         for target in targets:
-            there = _layer(target)
-            if there is not None and there > here:
-                bad.append(f"{module} -> {target}")
-            if target.startswith("app.devtools") or target in ENTRY_POINTS:
+            if target.startswith("app.") and not (
+                    _page(target) == page or target.startswith("app.shared") or target in PACKAGES):
                 bad.append(f"{module} -> {target}")
     assert bad == []
 
 
-def test_components_and_services_hold_no_session_state() -> None:
-    bad = [f"{m} -> app.state" for m, targets in EDGES.items()
-           if _layer(m) in (LAYERS["components"], LAYERS["services"]) and "app.state" in targets]
+def test_shared_never_imports_a_page_devtools_or_an_entry_point() -> None:
+    bad = [f"{m} -> {t}" for m, targets in EDGES.items() if m.startswith("app.shared")
+           for t in targets if t.startswith("app.") and not t.startswith("app.shared")]
     assert bad == []
 
 
-def test_every_app_module_sits_in_a_layer() -> None:
-    loose = [m for m in MODULES if m.startswith("app.") and _layer(m) is None
-             and m not in ENTRY_POINTS | {"app.state"} and not m.startswith("app.devtools")]
+def test_nothing_imports_devtools_or_an_entry_point() -> None:
+    bad = [f"{m} -> {t}" for m, targets in EDGES.items()
+           if not m.startswith("app.devtools") and m not in ENTRY_POINTS
+           for t in targets if t.startswith("app.devtools") or t in ENTRY_POINTS]
+    assert bad == []
+
+
+def test_only_the_session_helpers_touch_session_state_in_shared() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        if module.startswith("app.shared") and module != "app.shared.session":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            if any(isinstance(n, ast.Attribute) and n.attr == "session_state" for n in ast.walk(tree)):
+                bad.append(module)
+    assert bad == []
+
+
+def test_every_app_module_sits_in_a_page_shared_or_devtools() -> None:
+    loose = [m for m in MODULES if m.startswith("app") and _page(m) is None
+             and not m.startswith(("app.shared", "app.devtools")) and m not in ENTRY_POINTS | PACKAGES]
     assert loose == []
 
 

@@ -15,8 +15,7 @@ import statistics
 
 import pytest
 
-from app.components import charts, figures
-from app.services import replay
+from app.views.live import charts, figures, replay
 from core import perf
 from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 from tests.live_axes import assert_axes_cover_data, wait_settled
@@ -31,9 +30,9 @@ sys.path.insert(0, {root!r})
 
 import streamlit as st
 
-from app.components import charts
-from app.components import live_component as live
-from app.services import replay
+from app.views.live import charts
+from app.views.live import component as live
+from app.views.live import replay
 
 run = replay.bundled({recording!r})
 st.title("Every live chart")

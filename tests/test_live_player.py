@@ -1,6 +1,6 @@
 """The live view's browser side: how its script is assembled, and a player driven by charts alone.
 
-The player (app/components/live/player.js) runs over the steps any source offers it. A page with
+The player (app/views/live/js/player.js) runs over the steps any source offers it. A page with
 charts and no token stream (no controls instance) must still play every step: a tiny Streamlit
 page, written to a temporary folder, mounts two charts from a bundled recording (no model) and
 nothing else.
@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from app.components import live_component as live
-from app.services import replay
+from app.views.live import component as live
+from app.views.live import replay
 from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 
-LIVE_DIR = ROOT / "app" / "components" / "live"
+LIVE_DIR = ROOT / "app" / "views" / "live" / "js"
 N = 10  # steps the page sends
 RUN_ID = 7
 CHARTS = ("kv", "latency")
@@ -28,8 +28,8 @@ sys.path.insert(0, {root!r})
 
 import streamlit as st
 
-from app.components import live_component as live
-from app.services import replay
+from app.views.live import component as live
+from app.views.live import replay
 
 run = replay.bundled("sky-blue")  # a recording: events and context without a model
 st.title("Charts alone")

@@ -40,7 +40,7 @@ def test_no_module_writes_the_crossover_out_again():
 def test_the_simulator_prices_deployments_without_the_what_if_page_module():
     """Deployment pricing lives in core/deployment.py; the page-named core/whatif.py builds the
     what-if answer on it, and nothing serving-related reaches into it."""
-    users = [*sorted((CORE / "sim").rglob("*.py")), CORE.parent / "app" / "services" / "serving_jobs.py"]
+    users = [*sorted((CORE / "sim").rglob("*.py")), CORE.parent / "app" / "views" / "serving" / "jobs.py"]
     offenders = []
     for path in users:
         for node in ast.walk(ast.parse(path.read_text())):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.components import charts
+from app.views.live import charts
 from tests.conftest import ARTIFACTS, browser_page, live_state
 from tests.live_axes import assert_axes_cover_data, wait_settled
 

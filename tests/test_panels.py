@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.components import panel_figures
+from app.views.live import panel_figures
 from tests.apptest import open_app
 
 
@@ -125,7 +125,7 @@ def _captions(at) -> str:
 def test_a_fresh_page_shows_recorded_results_before_any_press():
     """No measurement on this server yet: both panels show the bundled recordings, labelled with their
     machine and date, with their charts and the numbers in their text, before anyone presses a button."""
-    from app.services import experiment_results
+    from app.shared import experiment_results
 
     experiment_results.STORE.clear()
     at = open_app()
@@ -151,7 +151,7 @@ def test_a_fresh_page_shows_recorded_results_before_any_press():
 @pytest.mark.model
 def test_without_usable_recordings_the_panels_wait_for_their_buttons(monkeypatch, tmp_path):
     """A malformed recording and a missing one: both panels fall back to the button alone, no traceback."""
-    from app.services import experiment_results
+    from app.shared import experiment_results
 
     experiment_results.STORE.clear()
     (tmp_path / "compare.json").write_text('{"format": 1, "kind": "compare", "result": {}}', encoding="utf-8")
@@ -167,7 +167,7 @@ def test_without_usable_recordings_the_panels_wait_for_their_buttons(monkeypatch
 
 @pytest.mark.model
 def test_panels_run_the_real_model():
-    from app.services import experiment_results
+    from app.shared import experiment_results
 
     experiment_results.STORE.clear()
     at = open_app()
@@ -194,8 +194,8 @@ def test_panels_run_the_real_model():
     assert experiment_results.STORE.latest("compare").result["n_tokens"] == 4
 
     # batching: two small batches, few steps (the page's job with a shorter list)
-    from app.services import experiments as panel_jobs
-    from app.services.model import get_model, get_queue
+    from app.shared.model import get_model, get_queue
+    from app.views.live import jobs as panel_jobs
 
     small = panel_jobs.BatchJob(get_queue(), get_model(), batches=(1, 2), steps=3).start()
     at.session_state["pd_batch_job"] = small
@@ -218,8 +218,8 @@ def test_panels_run_the_real_model():
     assert "without the cache these 4 forwards took" in "".join(m.value for m in other.markdown)
 
     # about this run: model, source, dtype, threads, versions, ceilings
-    from app.sections.panels import about_rows
-    from app.services.model import cached_ceilings
+    from app.shared.model import cached_ceilings
+    from app.views.live.panels import about_rows
 
     rows = {r[0]: r for r in about_rows(get_model(), None, cached_ceilings())}
     assert "SmolLM2" in rows["model"][1] and rows["dtype of the weights"][1]
@@ -326,8 +326,8 @@ def _fake_run(prompt: str, ids: int, latencies: list[float], **settings) -> obje
 
 
 def test_panels_pair_the_recordings_numbers_with_the_runs_only_for_the_same_quantity():
-    from app.sections import panels
-    from app.services import experiment_results
+    from app.shared import experiment_results
+    from app.views.live import panels
 
     compare = experiment_results.load_bundled("compare")
     batching = experiment_results.load_bundled("batching")

@@ -7,7 +7,7 @@ import platform
 import psutil
 import pytest
 
-from app.services.process_memory import trim
+from app.shared.process_memory import trim
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")

@@ -20,7 +20,7 @@ from tests.apptest import open_app
 
 @pytest.fixture
 def no_model(monkeypatch, tmp_path):
-    from app.services import model as model_service
+    from app.shared import model as model_service
     from core import prepare
 
     def no_wheel(*_a, **_k):
@@ -234,7 +234,7 @@ def test_presenter_tour_walks_the_lesson_in_order(no_model):
 
 
 def test_tour_is_data_and_unknown_sections_are_skipped():
-    from app.sections import presenter
+    from app.views.live import presenter
 
     ids = [s["id"] for s in presenter.tour_steps()]
     assert ids == ["prefill", "decode", "bandwidth", "paper", "cache", "batching"]

@@ -208,7 +208,7 @@ def test_warm_up_runs_one_untimed_forward_pair_and_changes_nothing(tiny_model):
 
 
 def test_the_app_warms_the_model_up_once_when_it_loads_it(monkeypatch):
-    from app.services import model as service
+    from app.shared import model as service
 
     loaded, calls = object(), []
     monkeypatch.setattr(service, "load_default", lambda **_: loaded)

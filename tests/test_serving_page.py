@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from app.components import serving_figures as figs
-from app.services import serving_link as link
-from app.services.jobs import RunQueue
-from app.services.serving_jobs import SimJob, configs
-from app.views import serving as view
+from app.shared.jobs import RunQueue
+from app.views.serving import figures as figs
+from app.views.serving import jobs as serving_jobs
+from app.views.serving import link, view
+from app.views.serving.jobs import SimJob, configs
 from core.sim.simulate import SimConfig, simulate
 from tests.apptest import open_view
 
@@ -138,7 +138,7 @@ def test_exports_hold_every_request_of_both_policies(pair):
 
 
 def test_precheck_refuses_what_cannot_be_simulated_in_words():
-    from app.services.serving_jobs import precheck
+    from app.views.serving.jobs import precheck
 
     precheck(dict(link.DEFAULTS))
     with pytest.raises(ValueError, match="no memory for the KV cache"):
@@ -192,7 +192,6 @@ def test_every_page_simulation_is_estimated_and_capped_before_it_runs():
     """Issue 29: a link inside every limit (5,000 requests of 100k-token outputs) once simulated
     hundreds of millions of tokens, unstoppable. Its work is now estimated first and refused with
     the cap named; the default page is well inside it."""
-    from app.services import serving_jobs
 
     assert serving_jobs.job_work(dict(link.DEFAULTS)) < serving_jobs.MAX_JOB_WORK / 2
     heavy, notices = link.parse({"n": ["5000"], "omed": ["131072"], "pmed": ["100"]})
@@ -206,7 +205,6 @@ def test_every_page_simulation_is_estimated_and_capped_before_it_runs():
 
 
 def test_a_running_simulation_stops_when_asked_and_at_the_time_cap(monkeypatch):
-    from app.services import serving_jobs
     from core.sim.simulate import SimulationStopped
 
     asked = []
@@ -246,8 +244,7 @@ def test_the_reader_stops_a_running_simulation_from_the_page():
 def test_a_live_run_waits_for_at_most_the_running_simulation():
     """Issue 29: the heaviest simulation a link may ask for is running and another is queued when a
     reader presses Generate: the live run goes next, within the time cap, ahead of the queued one."""
-    from app.services import serving_jobs
-    from app.services.jobs import ModelJob
+    from app.shared.jobs import ModelJob
 
     class _Live(ModelJob):
         kind = "generate"

@@ -8,9 +8,9 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from app.components import whatif_figures as figs
-from app.sections import whatif_settings
-from app.services import whatif_link as link
+from app.views.whatif import figures as figs
+from app.views.whatif import link
+from app.views.whatif import settings as whatif_settings
 from core import perf, whatif
 from core.cost import forward_cost
 from core.estimate import estimate_run

@@ -9,8 +9,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.services import host_points
-from app.services import whatif_link as link
+from app.shared import host_points
+from app.views.whatif import link
 from core import calibrate, predictor, whatif
 from core.hardware import custom_spec, load_hardware
 from core.spec import load_model_preset
@@ -118,7 +118,7 @@ def test_this_servers_lines_follow_its_predictor(quick_cal, cache_dir):
 
 
 def test_the_server_chart_names_the_newest_run_and_the_recordings_and_hovers_every_point(quick_cal, cache_dir):
-    from app.components import whatif_figures
+    from app.views.whatif import figures as whatif_figures
 
     host = calibrate.host_spec(quick_cal)
     curves = whatif.host_curves(SMOL, host, whatif.Scenario(weight_dtype="fp32", prompt_len=40), batch_context=43)

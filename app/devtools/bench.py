@@ -36,7 +36,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from app.components import charts
+from app.views.live import charts
 from core.settings import chromium_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ class RunnerAlone:
     sides of the ratio alike."""
 
     def __init__(self) -> None:
-        from app.services.model import make_annotator
+        from app.shared.model import make_annotator
         from core.model import load_default
         from core.runner import GenerationSettings, encode_prompt
 
@@ -230,8 +230,8 @@ WHATIF_SWEEP = [(model, gpu, batch, prompt, dtype)
 def whatif_recompute() -> dict[str, float]:
     """Python time to rebuild every what-if chart for one setting (answer, sweeps and the five
     figures, as the page does on any change), median and worst over a sweep of settings."""
-    from app.components import whatif_figures as figs
-    from app.views.whatif import scenario, summary
+    from app.views.whatif import figures as figs
+    from app.views.whatif.view import scenario, summary
     from core import whatif
     from core.hardware import load_hardware
     from core.spec import load_model_preset
@@ -257,9 +257,9 @@ def whatif_recompute() -> dict[str, float]:
 def whatif_host_recompute() -> dict[str, float]:
     """The same on this server (its calibration; a sixth chart of predicted lines and measured points),
     median of 5; empty when this server has not been calibrated yet."""
-    from app.components import whatif_figures as figs
-    from app.services import host_points
-    from app.views.whatif import scenario, summary
+    from app.shared import host_points
+    from app.views.whatif import figures as figs
+    from app.views.whatif.view import scenario, summary
     from core import whatif
     from core.calibrate import HostNotCalibrated, resolve_hardware
     from core.spec import load_model_preset

@@ -1,0 +1,50 @@
+"""The engine lab: the serving lesson's stall on a real serving engine, measured tick by tick, with
+the simulator's prediction for the same requests drawn under it.
+
+Thin: the engine list and its health in app.views.engines.picker, the live run in
+app.views.engines.live (queued jobs in app.views.engines.jobs), the bundled recording in
+app.views.engines.recording, the charts in app.views.engines.figures. Where no engine
+answers (Streamlit Community Cloud, or `make engine` not started) the page plays the recording,
+so it teaches the same lesson everywhere.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.views.engines import live as engine_live
+from app.views.engines import picker, state
+from app.views.engines import recording as engine_recording
+from app.views.engines.text import DEFINITIONS, HOW_TO_START, INTRO
+from core.engines.endpoints import read_config
+
+TITLE = "Engine lab: a real serving engine, measured"
+
+
+def render() -> None:
+    st.title(TITLE)
+    st.caption("Every number on this page says what it is: **measured** on a real engine (by this page's client, "
+               "or by the engine's own metrics), **simulated** by the serving simulator fitted to that engine, or "
+               "**computed** from the two.")
+    st.markdown(INTRO)
+    st.markdown(DEFINITIONS)
+    st.header("Engines on this server")
+    endpoints, problems = read_config()
+    engine, _ = picker.render(endpoints, problems)
+    has_run = state.job(state.LB_RUN_JOB) is not None
+    if engine is not None or has_run:
+        st.header("The experiment, live")
+        if engine is None:
+            st.warning("No engine answers right now, so no new run can start; your last run stays below.")
+        engine_live.render(engine)
+        with st.expander("The bundled recording (made earlier, to compare with)", expanded=False):
+            engine_recording.render()
+        if engine is None:
+            st.markdown(HOW_TO_START)
+        return
+    st.header("The experiment, recorded")
+    st.info("No engine answers on this server, so the page plays a recording of the experiment instead. "
+            "Everything below was measured on a real engine when the recording was made.")
+    engine_recording.render()
+    st.divider()
+    st.markdown(HOW_TO_START)

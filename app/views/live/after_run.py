@@ -1,0 +1,127 @@
+"""Everything below the live charts, in lesson order, written once for every state of the page.
+
+The answer and the per-layer GQA detail once a run has ended, the formulas and the KV/weights
+crossover, then the experiments (cache on/off, batching), serving and "about this run". The same
+`render` serves the live model, a recording shown while the model is missing, and presenter mode
+(which shows only what the current tour step needs). These are ordinary Streamlit elements drawn on
+full script runs only, so they cost nothing while the live view animates.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import streamlit as st
+
+from app.shared.context import RunContext, build_context
+from app.shared.experiment_results import this_machine
+from app.shared.model import cached_ceilings
+from app.shared.text import describe_weights, plain, stop_sentence
+from app.views.live import export, figures, lesson, panels, presenter, serving_sketch, state
+from app.views.live.replay import recorded_on
+
+
+def render(loaded: Any) -> None:
+    """The page below the live view. `loaded` is the model, or None while a recording stands in for it."""
+    run = state.current_run()
+    finished = run is not None and not run.active and bool(run.events)
+    if presenter.active():  # minimal chrome: only what the current tour step needs
+        if finished:
+            render_answer(run)
+        step = presenter.current_step(loaded is not None)
+        if loaded is not None and step is not None and step["section"] == "compare":
+            panels.compare_panel(loaded)
+        elif loaded is not None and step is not None and step["section"] == "batching":
+            panels.batching_panel(loaded)
+        return
+    if finished:
+        st.divider()
+        render_answer(run)
+        render_layer_detail(run)
+    ctx = run.ctx if run is not None and run.ctx is not None else None
+    if ctx is None and loaded is not None:
+        ctx = model_context(loaded)
+    if ctx is None:
+        return
+    events = run.events if run is not None and run.ctx is not None else []
+    st.divider()
+    st.markdown(lesson.text("formulas", lesson.values_for(events, ctx)))
+    render_crossover(events, ctx)
+    panels.compare_panel(loaded)  # without the model: the recording, its button disabled
+    st.divider()
+    panels.batching_panel(loaded)
+    st.divider()
+    render_serving(events, ctx)
+    if loaded is not None:
+        panels.about_panel(loaded)
+    st.divider()
+    st.markdown(lesson.text("glossary", lesson.values_for(events, ctx)))
+
+
+def render_serving(events: list, ctx: RunContext) -> None:
+    """The serving question, with this run's speeds put on three readers and a long prompt."""
+    values = {**lesson.values_for(events, ctx), **serving_sketch.slot_values(events, ctx)}
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c1:
+        if values.get("stall_whole_s"):
+            st.plotly_chart(serving_sketch.figure(events, ctx), key="serving_sketch")
+        else:
+            st.caption("After a run, this chart puts its measured speeds on three readers and a long prompt.")
+    with c2:
+        st.markdown(lesson.text("serving", values))
+
+
+def model_context(loaded: Any) -> RunContext:
+    """A figure context with no prompt: enough for the formulas and the crossover chart before a run."""
+    return build_context(loaded, [], 1, 1, "dynamic", cached_ceilings())
+
+
+def render_answer(run: Any) -> None:
+    text = run.generated_text
+    st.session_state[state.LAST_TEXT] = text
+    st.markdown("#### The answer")
+    st.markdown(f'<div class="pd-output" data-testid="pd-output" style="white-space:pre-wrap;'
+                f'border-left:6px solid #0072B2;padding:0.4rem 0.8rem">{html.escape(text) or "∅"}</div>',
+                unsafe_allow_html=True)
+    ending = stop_sentence(run.stop_reason, len(run.events), getattr(run.settings, "max_new_tokens", None))
+    if ending:
+        st.markdown(f"*{ending}*")
+    e0 = run.events[0]
+    info = run.loaded.info
+    where = (f"recorded on {recorded_on(run.trace_data)}" if run.replay
+             else f"measured on this server, {this_machine()}")
+    st.caption(f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
+               f"({where}) · cache: {run.settings.cache} · weights: "
+               f"{plain(describe_weights(info.weights_source, getattr(info, 'dtype', None)))}")
+    export.render(run, key_prefix="answer")
+
+
+def render_layer_detail(run: Any) -> None:
+    ctx = run.ctx
+    if ctx is None or ctx.cache == "none" or not run.events or not run.events[0].kv_norms:
+        return
+    st.markdown("#### Inside one layer: grouped-query attention")
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c2:
+        layer = st.slider("Layer", 0, ctx.n_layers - 1, key=state.LAYER)
+        which = st.radio("Vectors", ["key", "value"], key=state.KV_WHICH, horizontal=True)
+        g = ctx.group_size
+        st.markdown(
+            f"This model has **{ctx.n_heads} query heads** but stores only **{ctx.n_kv_heads} KV heads** per layer: "
+            f"each KV head is shared by {g} query heads (grouped-query attention). The cache therefore holds "
+            f"{ctx.n_kv_heads} × {ctx.head_dim} numbers per layer for keys and as many for values, "
+            f"{figures.fmt_bytes(ctx.kv_bytes_per_cell)} per position and layer, {ctx.n_heads // ctx.n_kv_heads}× "
+            f"less than if every query head had its own (computed from the model's config).")
+    with c1:
+        st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
+    with c2:  # under the explanation: what the colours mean, and which head stands out and why
+        st.markdown(lesson.layer_heads_sentence(run.events, ctx.n_kv_heads, layer, which, ctx.batch))
+
+
+def render_crossover(events: list, ctx: Any) -> None:
+    c1, c2 = st.columns([3, 2], gap="large")
+    with c1:
+        st.plotly_chart(figures.crossover_figure(ctx), key="crossover")
+    with c2:
+        st.markdown(lesson.text("q3_cache_latency", lesson.values_for(events, ctx)))

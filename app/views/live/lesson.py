@@ -1,0 +1,424 @@
+"""The lesson text: Markdown in assets/lesson/, with [[name]] slots filled from the run and from core.
+
+Numbers in the prose are never typed by hand: each slot is filled from the current run (measured)
+or from core's cost model and calibration (computed), and the sentences say which. A slot with
+no value yet (before the first run) reads as an em dash.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from functools import cache
+from pathlib import Path
+
+from app.shared.context import RunContext
+from app.views.live.figures import fmt_bytes, gbs_text, ridge_text, sig3, signed_pct
+from core import perf
+from core.trace import Event
+
+LESSON_DIR = Path(__file__).resolve().parents[3] / "assets" / "lesson"
+_SLOT = re.compile(r"\[\[([a-z0-9_]+)\]\]")
+
+
+@cache
+def _raw(name: str) -> str:
+    return (LESSON_DIR / f"{name}.md").read_text(encoding="utf-8")
+
+
+def fill(template: str, values: dict[str, str] | None = None) -> str:
+    """A template's [[name]] slots filled from `values`; a slot with no value reads as an em dash."""
+    values = values or {}
+    return _SLOT.sub(lambda m: values.get(m.group(1), "—"), template)
+
+
+def text(name: str, values: dict[str, str] | None = None) -> str:
+    """assets/lesson/<name>.md with its slots filled."""
+    return fill(_raw(name), values)
+
+
+# A prefill this much slower than predicted was held up by something the model's work cannot explain
+# (the latency section calls the same gap noise); below it, the prediction accounts for the time.
+HELD_UP = 1.25
+# A prefill right of the ridge that reaches this share of the compute roof (percent) is called
+# compute-bound outright; below it, only in principle: it ran far below the roof.
+NEAR_ROOF_PCT = 50
+
+
+def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
+    """Slot values from a run's events and context; a slot with no value reads as a dash."""
+    v: dict[str, str] = {"pause_note": pause_note(events)}
+    if ctx is None:
+        return v
+    v["tied_note"] = ("; in this model the two are one shared matrix, stored once, so that share is one "
+                      "matrix's bytes" if ctx.tied_embeddings else "")
+    v.update(n_layers=str(ctx.n_layers), n_kv_heads=str(ctx.n_kv_heads), head_dim=str(ctx.head_dim),
+             window=f"{ctx.context_window:,}", kv_per_token=fmt_bytes(ctx.kv_bytes_per_token),
+             dtype_bytes=str(ctx.dtype_bytes), decode_ideal=f"{2 / ctx.dtype_bytes:g}",
+             four_bit_share={4: "about a sixth", 2: "about a third"}.get(ctx.dtype_bytes, "a fraction"))
+    if events:
+        v["prompt_tokens"] = str(ctx.prompt_len)
+    if ctx.weight_bytes:
+        v["weights_mb"] = f"{ctx.weight_bytes / 1e6:.0f}"
+        v["crossover_b1"] = f"{perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"
+    c = ctx.ceilings
+    if c.bandwidth and c.peak_flops:
+        v["ridge"] = ridge_text(c.peak_flops, c.bandwidth)  # the precision of the intensities it is compared with
+        v["ceiling_gbs"] = f"{gbs_text(c.bandwidth)} GB/s"
+    if events:
+        v["ttft_ms"] = f"{perf.ttft_ms(events):.0f}"
+        v["prefill_error_note"] = ""
+        prefill_error = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
+        if prefill_error is not None:  # the latency chart's prefill error, and the prediction it comes from
+            v["prefill_error"] = signed_pct(prefill_error)
+            v["prefill_predicted_ms"] = f"{events[0].predicted_ms:.0f}"
+            v["prefill_error_note"] = (
+                ". A prefill is one short burst timed once, so whatever else this computer does at that "
+                "moment lands in it (a browser drawing this page on the same machine, another reader's page); "
+                "the decode steps are many, and their median shrugs such moments off" if prefill_error < -20 else "")
+        v["kv_columns"] = str(events[-1].kv_seq_len)
+        if events[0].cost:
+            cost = events[0].cost
+            v["prefill_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.1f}"
+    if len(events) > 1:
+        v["tpot_ms"] = f"{perf.tpot_ms(events):.0f}"
+        if events[-1].cost:
+            cost = events[-1].cost
+            v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
+        gbs = perf.achieved_bandwidth(events)
+        if gbs is not None:
+            v["achieved_gbs"] = f"{gbs_text(gbs)} GB/s"  # as the tile above prints it
+        v.update(_decode_budget(events, ctx))
+    if events:
+        v.update(_prefill_figures(events[0], ctx))
+    return v
+
+
+def _mb_text(nbytes: float) -> str:
+    """A size in MB: whole MB from 100 up, else three significant figures (the tiny test model)."""
+    mb = nbytes / 1e6
+    return f"{mb:,.0f}" if mb >= 100 else f"{mb:.3g}"
+
+
+def _printed(text: str) -> float:
+    """The number a reader sees in a printed figure ("1,234" reads as 1234)."""
+    return float(text.replace(",", ""))
+
+
+def _whole_ms(value: float) -> str:
+    """Milliseconds in whole numbers from 10 up, else two significant figures."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
+# A decode step this many times the run's median step reads as slow in the latency text.
+SLOW_STEP = 1.5
+# The redraw's work can run on past the wait (the browser drawing the update the redraw sent, when it
+# runs on this computer): a slow step up to this many forwards after a boxed one counts as near it.
+NEAR_WAIT = 2
+
+
+def waited_steps(events: list[Event]) -> list[int]:
+    """The forwards that waited for a page redraw just before they started: the latency chart's
+    squares, so the text and the chart count the same steps."""
+    return [k for k, e in enumerate(events) if e.waited_ms]
+
+
+def pause_note(events: list[Event]) -> str:
+    """How often the model waited for its own page's redraws (app.views.live.turns), and where this
+    run's slow steps fell against those waits: at or just after one, or away from every wait (other
+    work on the cores). '' for a run that never waited (a replay, the command line)."""
+    waited = waited_steps(events)
+    if not waited:
+        return ""
+    total_ms = sum(events[k].waited_ms for k in waited)
+    total = f"{total_ms / 1000.0:.1f} s" if total_ms >= 100 else f"{total_ms:.0f} ms"
+    n = len(waited)
+    times, marks = (("once", "the pink square on the chart marks the forward that started right after it")
+                    if n == 1 else (f"{n} times", f"the pink squares on the chart mark the {n} forwards that "
+                                                  "started right after a wait"))
+    text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
+            f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
+            f"waited **{times}** ({total} in all, measured, not counted in any step): {marks}.")
+    return text + _slow_steps_sentence(events, set(waited))
+
+
+def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
+    """Which slow decode steps sit at or just after a wait and which do not, counted from the run:
+    only the ones away from every wait are blamed on other work on the cores."""
+    decode = [(k, e.latency_ms) for k, e in enumerate(events) if e.phase == "decode"]
+    if len(decode) < 3:
+        return ""
+    median = statistics.median(ms for _, ms in decode)
+    slow = [k for k, ms in decode if ms > SLOW_STEP * median]
+    shown = sig3(median)  # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
+    limit = f"{SLOW_STEP:g}× the median step (a limit of {SLOW_STEP * float(shown):.0f} ms; median {shown} ms, measured)"
+    if not slow:
+        return f" No decode step took longer than {limit}."
+    boxed = [k for k in slow if k in waited]
+    after = [k for k in slow if k not in waited and any(0 < k - w <= NEAR_WAIT for w in waited)]
+    away = len(slow) - len(boxed) - len(after)
+    parts = []
+    if len(boxed) == len(slow) > 1:
+        parts.append(f"all {len(boxed)} are boxed")
+    elif boxed:
+        parts.append(f"{len(boxed)} {'is' if len(boxed) == 1 else 'are'} boxed")
+    if after:
+        parts.append(f"{len(after)} came one or two steps after a boxed one")
+    if away:
+        parts.append(f"{away} {'is' if away == 1 else 'are'} away from every wait")
+    if len(slow) == 1:
+        text = f" One decode step was slower than {limit}: it " + ", ".join(parts).removeprefix("1 ") + "."
+    else:
+        text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
+    if boxed or after:
+        text += (" A redraw's work does not end with the wait: the browser then draws the update it was sent, and "
+                 "when the browser runs on this computer, that drawing shares these cores with the next steps.")
+    if away:
+        text += (f" The {'one' if away == 1 else str(away)} away from every wait "
+                 f"{'was' if away == 1 else 'were'} not near a redraw of this page: what slowed "
+                 f"{'it' if away == 1 else 'them'} came from elsewhere, which the page cannot see (another "
+                 "reader's run or page, other programs on this shared machine, the processor changing speed).")
+    return text
+
+
+def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
+    """Slots of "why is decode slower than on paper": the bytes-over-bandwidth estimate, and the
+    median of each predicted part over the decode steps (Event.predicted_terms_ms)."""
+    v: dict[str, str] = {}
+    decode = [e for e in events if e.phase == "decode" and e.cost]
+    if not decode:
+        return v
+    bw = ctx.ceilings.bandwidth
+    step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
+    v["step_mb"] = _mb_text(step_bytes)
+    if bw:  # one decimal: the weights-only and cache parts below differ by less than a millisecond
+        # divided from the printed MB and GB/s, so the reader's own division gives the printed time (the
+        # dashed line, perf.paper_ms per step, uses the unrounded figures: they differ by under 0.1%)
+        v["paper_ms"] = f"{_printed(v['step_mb']) / _printed(gbs_text(bw)):.1f}"
+    terms = perf.median_terms_ms(decode)
+    predicted = [e.predicted_ms for e in decode if e.predicted_ms is not None]
+    if not terms or not predicted:
+        return v
+    pred = statistics.median(predicted)
+    v["pred_ms"] = f"{pred:.0f}"
+    for key in ("overhead", "memory", "kv", "compute"):
+        v[f"p_{key}_ms"] = _ms(terms.get(key, 0.0))
+    weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
+    kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
+    if bw:  # the two parts of the dashed line, printed so that they add up to its printed time
+        weights_ms, kv_ms = 1000.0 * weight_bytes / bw, 1000.0 * kv_bytes / bw
+        if kv_ms >= 0.05:
+            weights_ms, kv_ms = split_rounded([weights_ms, kv_ms], _printed(v["paper_ms"]), 1)
+        v["paper_weights_ms"] = f"{weights_ms:.1f}"
+        v["paper_kv_ms"] = _ms(kv_ms)  # below 0.05 ms: two significant figures, next to nothing in the sum
+    if terms.get("memory"):
+        v["weights_gbs"] = f"{weight_bytes / (terms['memory'] / 1e3) / 1e9:.1f} GB/s"
+    kv_share = (f"this step moves {fmt_bytes(kv_bytes)} of cache against {fmt_bytes(weight_bytes)} of weights "
+                "and activations, too little to show at this length; it grows with every token")
+    if terms.get("memory") and terms.get("kv") and kv_bytes:
+        ratio = (terms["kv"] / kv_bytes) / (terms["memory"] / weight_bytes)
+        if terms["kv"] >= 0.05:
+            kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
+                        f"coefficients a byte of cache costs about "
+                        f"{ratio:.1f}× a byte of weights (fitted)")
+    v["kv_sentence"] = kv_share
+    # median against median: a few slow outliers pull the mean up and would read as a missing term
+    measured = statistics.median(e.latency_ms for e in decode)
+    v["measured_median_ms"] = sig3(measured)  # as the batching panel's "your last run" prints it
+    mean = statistics.fmean(e.latency_ms for e in decode)
+    v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms: "
+                      "other work on this computer landed in them, such as a browser drawing this page on the same machine "
+                      "or other readers' runs and pages)"
+                      if mean > 1.05 * measured else "")
+    fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
+    # from the printed figures, so the gap a reader subtracts is the gap the sentence gives
+    v["rest_sentence"] = _rest_sentence(float(v["measured_median_ms"]), float(v["pred_ms"]), fast / len(decode))
+    return v
+
+
+def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
+    """`parts` rounded to `digits` decimals so that they add up to `total` (a printed, rounded sum):
+    each part is rounded down, then the units still missing go to the parts that lost the most
+    (largest remainder), so every part stays within one unit of its own value."""
+    unit = 10.0 ** -digits
+    scaled = [p / unit for p in parts]
+    counts = [math.floor(x) for x in scaled]
+    missing = round(total / unit) - sum(counts)
+    by_remainder = sorted(range(len(parts)), key=lambda i: scaled[i] - counts[i], reverse=True)
+    for k in range(abs(missing)):
+        if missing > 0:
+            counts[by_remainder[k % len(parts)]] += 1
+        else:  # the printed total came out below the parts' floors: take from the smallest remainders
+            counts[by_remainder[-1 - k % len(parts)]] -= 1
+    return [round(c * unit, digits) for c in counts]
+
+
+def _ms(value: float) -> str:
+    """A term in ms with one decimal, or two significant digits when that would read 0.0."""
+    return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
+
+
+def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
+    """What the gap between the median measured and median predicted step says, by its sign and by
+    whether it is systematic (nearly every step on one side) or scattered."""
+    gap = measured_ms - predicted_ms
+    shown = f"{abs(gap):.1f}" if abs(gap) < 10 else f"{abs(gap):.0f}"  # 41 − 37.5 reads 3.5, not 4
+    if abs(gap) < max(1.0, 0.03 * measured_ms):
+        return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
+    if gap > 0 and share_too_fast >= 0.9:
+        return (f"the other {shown} ms are what the prediction misses, and it misses them in "
+                f"{share_too_fast:.0%} of the steps, so this is not random noise: the whole run went slower "
+                "than the forwards the latency model was fitted on, timed when this server started (a shared "
+                "computer's speed changes as other work on it comes and goes)")
+    if gap > 0:
+        return (f"the other {shown} ms are what the prediction misses: not counted by the latency model, "
+                "on a shared machine, other work on the same cores comes and goes during a run (the latency "
+                "chart shows whether the slow steps come in stretches)")
+    return (f"{shown} ms less than predicted: the latency model's coefficients were fitted to forwards "
+            "timed when this server started, and this shared machine runs faster or slower as other work "
+            "on it comes and goes")
+
+
+def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
+    """Slots of the prefill sentences: FLOPs per byte of weights, achieved FLOP/s against the peak."""
+    v: dict[str, str] = {"width": str(ctx.n_heads * ctx.head_dim)}
+    if not prefill.cost or prefill.latency_ms <= 0:
+        return v
+    flops = prefill.cost["flops"]["total"]
+    weights = prefill.cost["bytes"]["weights"]
+    rows = prefill.cost["n_new"] * prefill.cost.get("batch", 1)
+    v["ideal_flop_per_byte"] = f"{2 * rows / ctx.dtype_bytes:.0f}"
+    if weights:
+        v["prefill_flop_per_weight_byte"] = f"{flops / weights:.0f}"
+        # weights that multiply every prompt row: the projections and the MLP (2 FLOPs per weight per row)
+        per_row = prefill.cost["flops"]["attn_proj"] + prefill.cost["flops"]["mlp"]
+        busy_bytes = per_row / (2 * rows) * ctx.dtype_bytes
+        v["idle_weight_pct"] = f"{max(0.0, 100 * (1 - busy_bytes / weights)):.0f}"
+    achieved = flops / (prefill.latency_ms / 1e3)
+    # three figures: whole GFLOP/s divided by the roof can miss the printed share (12 / 28 for 12.6 / 28)
+    v["prefill_gflops"] = sig3(achieved / 1e9)
+    peak = ctx.ceilings.peak_flops
+    if peak:
+        v["peak_gflops"] = sig3(peak / 1e9)
+        v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
+    bw = ctx.ceilings.bandwidth
+    if peak and bw and prefill.cost["bytes"]["total"]:
+        ridge = float(ridge_text(peak, bw))
+        intensity = flops / prefill.cost["bytes"]["total"]
+        v["prefill_vs_ridge"] = (
+            f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
+            if intensity >= ridge else
+            f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
+            "bandwidth")
+        # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
+        mb = _mb_text(prefill.cost["bytes"]["total"])
+        bytes_ms = _whole_ms(_printed(mb) / _printed(gbs_text(bw)))
+        roof_ms = 1000.0 * flops / peak
+        predicted = sum((prefill.predicted_terms_ms or {}).values())
+        measured = prefill.latency_ms
+        pct = v["prefill_pct_of_peak"]  # roof time ÷ measured time is achieved ÷ peak: one figure, printed once
+        near = int(pct) >= NEAR_ROOF_PCT
+        split = measured <= HELD_UP * predicted if predicted > 0 else False
+        mostly_arithmetic = not split or _arithmetic_most(prefill.predicted_terms_ms)
+        # one answer, agreeing with the split that closes the paragraph: a prefill whose time is mostly
+        # arithmetic is compute-bound even far below the roof; one whose time went mostly elsewhere is not
+        if not mostly_arithmetic:
+            answer = ("Only in principle: " + ("it ran far below the roof, and " if not near else "")
+                      + "most of its time went to other work than arithmetic.")
+        elif not split:  # measured far above the prediction: say what the model's count says, and no more
+            answer = ("By its FLOPs and bytes, yes, but this measurement took far longer than that work explains "
+                      "(below).")
+        else:
+            answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
+        head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
+                f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB (computed) would "
+                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
+                f"even at the roof (computed). It took {sig3(measured)} ms (measured), so it reached {'' if near else 'only '}"
+                f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
+        if predicted <= 0:
+            tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
+        elif split:
+            tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
+        else:
+            # the gap divided from the printed figures, so 220 − 134 reads as the printed 86
+            gap = _printed(sig3(measured)) - _printed(f"{predicted:.0f}")
+            tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
+                    f"predicts {predicted:.0f} ms; the other {gap:.0f} ms are time it does not account for. A "
+                    "prefill is one burst timed once, so anything else this shared computer does at that "
+                    "moment lands in it whole; a second run of the same prompt shows whether it repeats.")
+        v["prefill_verdict"] = (
+            head + tail
+            if intensity >= ridge else
+            f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
+            "moving its bytes, not arithmetic, set its pace.")
+    return v
+
+
+def _split_ms(terms_ms: dict[str, float]) -> tuple[int, int, int]:
+    """A prefill's predicted arithmetic, moved bytes and fixed costs in whole ms adding up to the total."""
+    total = sum(terms_ms.values())
+    arithmetic = terms_ms.get("compute", 0.0) + terms_ms.get("attention", 0.0)
+    moving = terms_ms.get("memory", 0.0) + terms_ms.get("kv", 0.0)
+    a, m, f = (int(x) for x in split_rounded([arithmetic, moving, total - arithmetic - moving], round(total), 0))
+    return a, m, f
+
+
+def _arithmetic_most(terms_ms: dict[str, float]) -> bool:
+    a, m, f = _split_ms(terms_ms)
+    return 2 * a >= a + m + f
+
+
+def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
+    """The latency model's prediction of a prefill split into arithmetic, moved bytes and fixed costs,
+    printed in whole ms that add up to the printed total, and which of them sets its time."""
+    a, m, f = _split_ms(terms_ms)
+    text = (f"The latency model, fitted to timed forwards, predicts {a + m + f} ms for it and, unlike the roofline, "
+            f"adds the parts up instead of keeping only the larger one: {a} ms of arithmetic, {m} ms moving the "
+            f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward (predicted). ")
+    if _arithmetic_most(terms_ms):
+        return text + "Arithmetic is most of that, so arithmetic is what sets its time, just not at the roof's speed."
+    return text + (f"Arithmetic is less than half of that: with only {tokens} rows in each matrix "
+                   "product, reading the weights and the fixed costs of every layer take longer than the "
+                   "arithmetic itself.")
+
+
+# A head whose vectors are this many times as long as the others' (mean over positions) stands out
+# in the layer chart; the sentence under it then names the head and says why.
+STANDS_OUT = 1.3
+
+
+def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which: str = "key",
+                         batch: int = 1) -> str:
+    """What the brightness of the per-layer head chart is, and, when one head is brighter than the
+    rest, by how much and where that comes from, counted from the run's vectors ('' without them).
+
+    Every KV head of a layer projects the same input vector at a position, so a head that is the
+    longest at nearly every position owes it to its own projection weights, not to the tokens."""
+    rows: list[list[float]] = [[] for _ in range(n_kv_heads)]
+    for e in events:
+        if e.kv_norms:
+            for h, norms in enumerate(e.kv_norms[which][layer][:n_kv_heads]):
+                rows[h].extend(norms)
+    if not rows or not rows[0]:
+        return ""
+    what = (f"Brightness is the length (L2 norm) of the {which} vector each KV head stored in the cache "
+            f"at that position, in layer {layer} (measured{', for the first sequence of the batch' if batch > 1 else ''}).")
+    if n_kv_heads < 2:
+        return what
+    means = [statistics.fmean(r) for r in rows]
+    top = max(range(n_kv_heads), key=means.__getitem__)
+    others = statistics.fmean(m for h, m in enumerate(means) if h != top)
+    if not others or means[top] < STANDS_OUT * others:
+        return what + (f" No head stands out here: the longest, KV head {top}, averages {means[top]:.1f} against "
+                       f"{others:.1f} for the others (measured).")
+    n = len(rows[top])
+    longest = sum(1 for i in range(n) if all(rows[top][i] >= rows[h][i] for h in range(n_kv_heads))) / n
+    text = what + (f" KV head {top} is the bright one: its {which}s average {means[top]:.1f}, "
+                   f"{means[top] / others:.1f}× the other heads' {others:.1f}, and it is the longest at "
+                   f"{longest:.0%} of the {n} positions (measured).")
+    if longest >= 0.8:
+        text += (" Every head of a layer projects the same input vector at a position, so a head that is "
+                 "longest nearly everywhere owes it to its own projection weights (the matrix that turns that "
+                 f"input vector into the head's {which}s), learned in training, not to particular tokens.")
+    return text

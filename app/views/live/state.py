@@ -1,0 +1,108 @@
+"""The live page's session keys, its current run, and what the live view was sent.
+
+Keys are named here once so the whole page agrees on them; values are read and written through the
+helpers re-exported from app.shared.session. The run is the session's own: one session never runs
+two at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app.shared.session import get as get  # noqa: F401
+from app.shared.session import job as job
+from app.shared.session import put as put
+from app.shared.session import set_job as set_job
+
+RUN = "pd_run"
+FEED = "pd_feed"
+FINALIZED = "pd_finalized_run"
+FULL_PASS = "pd_full_pass"
+FRAGMENT_SEEN = "pd_fragment_seen_pass"
+LESSON_TEXTS = "pd_live_lesson_texts"  # the lesson prose beside the live charts, refreshed every few s
+RESEND = "pd_resend"  # a live view asked for every step again (it missed a render)
+COMPARE = "pd_compare_job"
+BATCHING = "pd_batch_job"
+COMPARE_SEEN = "pd_compare_seen"  # id of the finished job the page already redrew for
+BATCHING_SEEN = "pd_batch_seen"
+MESSAGE = "pd_message"
+RUN_STARTS = "pd_run_starts"  # start times of this session's recent runs (the per-reader rate limit)
+LAST_TEXT = "last_text"  # the answer last drawn (tests read it)
+LINK_APPLIED = "pd_link_applied"  # the link's values went into the widgets (once per session)
+LINK_NOTICES = "pd_link_notices"  # what the link asked for that could not be used
+PAGE = "pd_page"  # the lesson section a link or the tour points at (live, compare, batching, replay)
+TOUR_STEP = "pd_tour_step"
+UPLOAD = "pd_trace_upload"
+UPLOAD_MESSAGE = "pd_trace_message"
+BUNDLED = "pd_bundled_choice"
+
+# Widget keys (the widgets own these values; listed here so the whole page agrees on them).
+PROMPT = "prompt"
+EXAMPLE = "example"
+MAX_NEW = "max_new_tokens"
+CACHE = "cache_mode"
+CHAT = "chat"
+TEMPERATURE = "temperature"
+TOP_K = "top_k"
+SEED = "seed"
+TOP_P = "top_p"
+PRESENTER = "presenter"
+GENERATE = "generate"
+STOP = "stop"
+COMPARE_TOKENS = "compare_tokens"
+COMPARE_GO = "compare_go"
+BATCH_GO = "batch_go"
+LAYER = "detail_layer"
+KV_WHICH = "detail_which"
+
+
+def current_run():
+    return st.session_state.get(RUN)
+
+
+def set_run(run) -> None:
+    """Make `run` the session's run; stop the previous one so one session never runs two at once."""
+    old = st.session_state.get(RUN)
+    if old is not None and old is not run and old.active:
+        old.stop()
+    st.session_state[RUN] = run
+    st.session_state.pop(FINALIZED, None)
+
+
+def feed() -> dict[str, Any]:
+    """What the live view was sent recently (see app.views.live.component.send_window)."""
+    return st.session_state.setdefault(FEED, {})
+
+
+def begin_full_pass() -> None:
+    """Called once per full script run, so the fragment can tell a full run from its own reruns."""
+    st.session_state[FULL_PASS] = st.session_state.get(FULL_PASS, 0) + 1
+
+
+def fragment_sees_full_pass() -> bool:
+    """True the first time the fragment runs inside a new full script run."""
+    current = st.session_state.get(FULL_PASS, 0)
+    if st.session_state.get(FRAGMENT_SEEN) != current:
+        st.session_state[FRAGMENT_SEEN] = current
+        return True
+    return False
+
+
+def request_resend() -> None:
+    """A live view's callback: it found a gap in what it received, so send it everything next pass."""
+    st.session_state[RESEND] = True
+
+
+def take_resend() -> bool:
+    """True once after a view asked for a resend."""
+    return bool(st.session_state.pop(RESEND, False))
+
+
+def needs_final_rerun(run) -> bool:
+    """True once per finished run: the page then reruns fully to draw the after-run sections."""
+    if run is None or run.active or st.session_state.get(FINALIZED) == run.id:
+        return False
+    st.session_state[FINALIZED] = run.id
+    return True

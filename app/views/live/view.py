@@ -1,0 +1,67 @@
+"""The live page: a real model generates in front of the reader, top to bottom in lesson order.
+
+Thin: it lays out sections that live in app/sections. Nothing imported here loads torch: the model
+loads in the background (app.shared.model), while a recording stands in for it, so the title
+paints at once.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.shared.model import start_calibration
+from app.views.live import after_run, lesson, live_view, model_gate, presenter, recordings, settings, state
+from app.views.live import link as share_links
+from app.views.live.runs import page_turn
+
+TITLE = "Prefill & Decode Lab"
+PAGE_CSS = """
+<style>
+  .block-container { padding-top: 2.2rem; max-width: 1500px; }
+  .stMarkdown p, .stMarkdown li { font-size: 1.02rem; line-height: 1.55; }
+</style>
+"""
+
+
+def render() -> None:
+    # A pass mid-run (a reader moving a widget) takes turns with the model like the live redraws.
+    with page_turn(state.current_run()):
+        _render()
+
+
+def _render() -> None:
+    state.begin_full_pass()
+    share_links.apply_link_once()  # a link's values go into the widgets before any widget is drawn
+    st.markdown(PAGE_CSS, unsafe_allow_html=True)
+    st.title(TITLE)
+    st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
+               "Every number says what it is: **measured** on this run (or in a **recording**, on the machine it "
+               "names), **computed** from the model's shapes, "
+               "**calibrated** by this server's own short benchmarks, **predicted** by the latency model, "
+               "**fitted** (read off the latency model's few coefficients, which were tuned to match timed "
+               "forwards), or **estimated** in a sketch built from those.")
+    presenter.render_header()
+    share_links.show_notices()
+    if not presenter.active():
+        st.markdown(lesson.text("intro"))
+    # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
+    status, loaded = model_gate.model_state()
+    if status == "ready":
+        start_calibration(loaded)
+        settings.render_inputs(loaded)
+        recordings.render_tools(loaded)
+    else:
+        recordings.ensure_something_on_screen()
+        recordings.model_banner(status, loaded or "")
+        model_gate.render_wait_or_retry(status)
+        recordings.render_tools(None)
+        loaded = None
+    presenter.render_tour(loaded is not None)
+    recordings.replay_banner(state.current_run())
+    st.divider()
+    live_view.live_view(loaded.config if loaded is not None else None)
+    after_run.render(loaded)
+    share_links.sync_url()
+    run = state.current_run()
+    if run is not None and hasattr(run, "page_drawn"):
+        run.page_drawn()  # a run started by this pass's click begins timing only now (see runs.py)
