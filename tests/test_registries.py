@@ -41,7 +41,7 @@ def test_the_five_policies_are_registered_in_teaching_order_each_with_a_line():
 
 def test_a_policy_registered_in_one_place_reaches_the_cli_the_page_and_the_simulator():
     from app.views.serving.link import policy_choices
-    from app.views.serving.view import policy_sentence
+    from app.views.serving.text import policy_sentence
 
     class OldestOnly(Policy):
         name = "oldest-only"

@@ -12,7 +12,8 @@ import pytest
 from app.shared.jobs import RunQueue
 from app.views.serving import figures as figs
 from app.views.serving import jobs as serving_jobs
-from app.views.serving import link, view
+from app.views.serving import link, results
+from app.views.serving import text as page_text
 from app.views.serving.jobs import SimJob, configs
 from core.sim.simulate import SimConfig, simulate
 from tests.apptest import open_view
@@ -119,19 +120,19 @@ def test_ticks_distributions_kv_goodput_and_sweep(pair):
 
 def test_verdict_and_table_take_their_numbers_from_the_results(pair):
     a, b = pair
-    text = view.verdict(a, b)
+    text = page_text.verdict(a, b)
     assert "simulated" in text
-    assert view._ms(a.metrics["ttft_p50_s"]) in text and view._ms(b.metrics["tpot_p99_s"]) in text
-    rows = view.metric_rows(a, b, ["A", "B"])
-    assert rows[0] == {"metric (simulated)": "TTFT p50", "A": view._ms(a.metrics["ttft_p50_s"]),
-                       "B": view._ms(b.metrics["ttft_p50_s"])}
+    assert page_text.ms(a.metrics["ttft_p50_s"]) in text and page_text.ms(b.metrics["tpot_p99_s"]) in text
+    rows = page_text.metric_rows(a, b, ["A", "B"])
+    assert rows[0] == {"metric (simulated)": "TTFT p50", "A": page_text.ms(a.metrics["ttft_p50_s"]),
+                       "B": page_text.ms(b.metrics["ttft_p50_s"])}
 
 
 def test_exports_hold_every_request_of_both_policies(pair):
     a, b = pair
-    rows = list(csv.DictReader(io.StringIO(view.export_csv([a, b]))))
+    rows = list(csv.DictReader(io.StringIO(results.export_csv([a, b]))))
     assert len(rows) == 600 and {r["policy"] for r in rows} == {"prefill-first", "chunked"}
-    data = json.loads(view.export_json([a, b]))
+    data = json.loads(results.export_json([a, b]))
     assert [d["settings"]["policy"] for d in data] == ["prefill-first", "chunked"]
     assert all(d["kind"] == "simulated" for d in data)
     assert len(data[0]["per_request"][0]["token_s"]) == a.requests[0].output_tokens
@@ -159,8 +160,8 @@ def test_verdict_names_the_trade_off_when_each_policy_wins_one(pair):
     # on these arrivals prefill-first starts sooner and chunked streams more evenly
     assert a.metrics["ttft_p50_s"] < b.metrics["ttft_p50_s"] and b.metrics["tpot_p99_s"] < a.metrics["tpot_p99_s"]
     assert "Neither wins both: **Prefill first** starts answers sooner, **Chunked prefill** keeps them" in \
-        view.verdict(a, b)
-    same = view.verdict(a, a)
+        page_text.verdict(a, b)
+    same = page_text.verdict(a, a)
     assert "Neither wins both" not in same
 
 
@@ -170,12 +171,12 @@ def test_a_kv_cache_too_small_for_any_request_is_said_and_drawn_empty():
 
     result = simulate(SimConfig(policy="chunked", requests=40, seed=2, kv_blocks=1))
     assert result.metrics["served"] == 0
-    why = view.unserved(result)
+    why = page_text.unserved(result)
     assert why.startswith("No request could be served") and "1 block of 16 tokens" in why
     fig = figs.timeline(result, 0.0, 1.0, "t")
     assert len(fig["data"]) == 1 and not fig["data"][0]["x"]
     assert any(a["text"] == "no request could be served" for a in fig["layout"]["annotations"])
-    assert view.unserved(simulate(SimConfig(policy="chunked", requests=40, seed=2))) is None
+    assert page_text.unserved(simulate(SimConfig(policy="chunked", requests=40, seed=2))) is None
 
     at = open_view("serving", timeout=120, query={"kv": "1", "n": "40"}, run=False)
     at.run()

@@ -231,7 +231,8 @@ def whatif_recompute() -> dict[str, float]:
     """Python time to rebuild every what-if chart for one setting (answer, sweeps and the five
     figures, as the page does on any change), median and worst over a sweep of settings."""
     from app.views.whatif import figures as figs
-    from app.views.whatif.view import scenario, summary
+    from app.views.whatif.settings import scenario
+    from app.views.whatif.text import summary
     from core import whatif
     from core.hardware import load_hardware
     from core.spec import load_model_preset
@@ -259,7 +260,8 @@ def whatif_host_recompute() -> dict[str, float]:
     median of 5; empty when this server has not been calibrated yet."""
     from app.shared import host_points
     from app.views.whatif import figures as figs
-    from app.views.whatif.view import scenario, summary
+    from app.views.whatif.settings import scenario
+    from app.views.whatif.text import summary
     from core import whatif
     from core.calibrate import HostNotCalibrated, resolve_hardware
     from core.spec import load_model_preset

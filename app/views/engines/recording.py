@@ -10,8 +10,7 @@ from typing import Any
 import streamlit as st
 
 from app.shared.text import plain
-from app.views.engines import numbers, recorded, result
-from app.views.engines import tpot as engine_tpot
+from app.views.engines import numbers, recorded, result, tpot
 
 
 def provenance(bundle: dict[str, Any]) -> str:
@@ -53,10 +52,10 @@ def render(key: str = "lb_rec") -> None:
             result.show(run, entry["simulated"], entry.get("comparison"), f"{key}_{k}", x_max,
                                side_by_side=len(entries) == 1,
                                missing="This recording holds no simulation of its run.")
-    tpot_rows = engine_tpot.rows(bundle.get("tpot") or {})
+    tpot_rows = tpot.rows(bundle.get("tpot") or {})
     if tpot_rows:
         st.subheader("Why the engine decodes faster than this project's runner")
         st.caption("From the same recording: one stream, the same prompt, 48 tokens; TPOT measured, the bytes a "
                    "step moves computed by the cost model, bandwidth and time per layer computed from the two.")
         st.dataframe(tpot_rows, hide_index=True)
-        st.markdown(engine_tpot.story(bundle["tpot"]))
+        st.markdown(tpot.story(bundle["tpot"]))

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.views.engines import live as engine_live
-from app.views.engines import picker, state
-from app.views.engines import recording as engine_recording
+from app.views.engines import live, picker, recording, state
 from app.views.engines.text import DEFINITIONS, HOW_TO_START, INTRO
 from core.engines.endpoints import read_config
 
@@ -36,15 +34,15 @@ def render() -> None:
         st.header("The experiment, live")
         if engine is None:
             st.warning("No engine answers right now, so no new run can start; your last run stays below.")
-        engine_live.render(engine)
+        live.render(engine)
         with st.expander("The bundled recording (made earlier, to compare with)", expanded=False):
-            engine_recording.render()
+            recording.render()
         if engine is None:
             st.markdown(HOW_TO_START)
         return
     st.header("The experiment, recorded")
     st.info("No engine answers on this server, so the page plays a recording of the experiment instead. "
             "Everything below was measured on a real engine when the recording was made.")
-    engine_recording.render()
+    recording.render()
     st.divider()
     st.markdown(HOW_TO_START)

@@ -17,8 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.views.live import lesson, state
-from app.views.live import link as share_links
+from app.views.live import lesson, link, state
 
 TOUR_FILE = Path(__file__).resolve().parents[3] / "assets" / "lesson" / "tour.json"
 MODEL_SECTIONS = ("live", "replay", "compare", "batching")  # sections this page draws with the model
@@ -112,7 +111,7 @@ def render_header() -> None:
         a.toggle("Presenter mode", key=state.PRESENTER, help="Large type, minimal chrome, guided tour. "
                  "Keys: Space play/pause · ← → step · PageDown/PageUp or N/P: tour")
         with b:
-            share_links.render_share_box()
+            link.render_share_box()
     if active():
         st.markdown(CSS, unsafe_allow_html=True)
         _keys_component(key="pd-tour-keys", data={}, height="content")

@@ -10,8 +10,17 @@ from __future__ import annotations
 import streamlit as st
 
 from app.shared.model import start_calibration
-from app.views.live import after_run, lesson, live_view, model_gate, presenter, recordings, settings, state
-from app.views.live import link as share_links
+from app.views.live import (
+    after_run,
+    lesson,
+    link,
+    live_view,
+    model_gate,
+    presenter,
+    recordings,
+    settings,
+    state,
+)
 from app.views.live.runs import page_turn
 
 TITLE = "Prefill & Decode Lab"
@@ -31,7 +40,7 @@ def render() -> None:
 
 def _render() -> None:
     state.begin_full_pass()
-    share_links.apply_link_once()  # a link's values go into the widgets before any widget is drawn
+    link.apply_link_once()  # a link's values go into the widgets before any widget is drawn
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title(TITLE)
     st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
@@ -41,7 +50,7 @@ def _render() -> None:
                "**fitted** (read off the latency model's few coefficients, which were tuned to match timed "
                "forwards), or **estimated** in a sketch built from those.")
     presenter.render_header()
-    share_links.show_notices()
+    link.show_notices()
     if not presenter.active():
         st.markdown(lesson.text("intro"))
     # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
@@ -61,7 +70,7 @@ def _render() -> None:
     st.divider()
     live_view.live_view(loaded.config if loaded is not None else None)
     after_run.render(loaded)
-    share_links.sync_url()
+    link.sync_url()
     run = state.current_run()
     if run is not None and hasattr(run, "page_drawn"):
         run.page_drawn()  # a run started by this pass's click begins timing only now (see runs.py)

@@ -15,6 +15,7 @@ import streamlit as st
 
 from app.shared.text import plain, safe_name
 from app.views.whatif import link, state
+from core import whatif
 from core.dtypes import DTYPES
 from core.hardware import CUSTOM, HOST
 from core.spec import ModelSpec, load_model_preset, spec_from_config
@@ -192,3 +193,13 @@ def sync_url(settings: dict[str, Any]) -> None:
     current = {k: st.query_params.get(k) for k in st.query_params}
     if current != params:
         st.query_params.from_dict(params)
+
+
+def scenario(settings: dict[str, Any]) -> whatif.Scenario:
+    return whatif.Scenario(batch=int(settings["batch"]), prompt_len=int(settings["prompt"]),
+                           gen_len=int(settings["gen"]), weight_dtype=settings["w"], kv_dtype=settings["kv"],
+                           compute_dtype=settings.get("c", "bf16"),
+                           assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
+                                        "compute_efficiency": float(settings["c_eff"])},
+                           spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)),
+                           tp=int(settings.get("tp", 1)))
