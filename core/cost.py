@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.dtypes import default_companion_dtype, nbytes, normalize_dtype
 from core.spec import ModelSpec
@@ -111,11 +111,106 @@ def _held(n_cached: int, window: int | None) -> int:
 
 def held_positions(spec: ModelSpec, n_cached: int) -> int:
     """Cached positions a row over `n_cached` cached tokens reads, summed over layers (a dynamic
-    cache): what its kv_read counts, in positions. A simulator sums it over rows."""
-    held = spec.n_full_layers * n_cached
-    if spec.sliding_window is not None:
-        held += spec.n_sliding_layers * _held(n_cached, spec.sliding_window)
-    return held
+    cache): what its kv_read counts, in positions. A simulator sums it over rows (`row_sums`)."""
+    return RowShape.of(spec).held(n_cached)
+
+
+@dataclass(frozen=True)
+class RowShape:
+    """What the row sums of a batched step need of a model: its layers, their sliding-window split,
+    and, when each row picks its latent-attention form as vLLM's MLA does, the two costs it weighs."""
+
+    n_layers: int
+    sliding: tuple[int, int, int] | None = None  # (full layers, windowed layers, window)
+    latent: tuple[int, int] | None = None  # latent_costs(spec) when rows choose a latent form
+
+    @classmethod
+    def of(cls, spec: ModelSpec, latent_form: bool = False) -> RowShape:
+        sliding = None
+        if spec.sliding_window is not None:
+            sliding = (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window)
+        return cls(spec.n_layers, sliding, latent_costs(spec) if latent_form and spec.is_mla else None)
+
+    def held(self, n_cached: int) -> int:
+        """Cached positions a row over `n_cached` reads, summed over layers (transformers' sliding
+        cache keeps window - 1 past positions, then appends the new ones)."""
+        if self.sliding is None:
+            return self.n_layers * n_cached
+        full, windowed, window = self.sliding
+        return full * n_cached + windowed * min(n_cached, window - 1)
+
+    def held_padded(self, n_new: int, attn_len: int) -> int:
+        """The same for a static cache, where every row attends over `attn_len` positions (a window
+        at most, and never fewer than its own new tokens)."""
+        if self.sliding is None:
+            return self.n_layers * (attn_len - n_new)
+        full, windowed, window = self.sliding
+        return full * (attn_len - n_new) + windowed * (max(min(attn_len, window), n_new) - n_new)
+
+
+class RowSums(NamedTuple):
+    """The sums over a batched step's rows that its cost is linear in (summed over layers). A named
+    tuple: the simulator builds one per iteration, tens of thousands per run."""
+
+    rows: int = 0  # sequences, a row's count included
+    tokens: int = 0  # new tokens
+    held: int = 0  # cached positions read
+    pairs: int = 0  # (query, key) pairs attended in the expanded form
+    multi: bool = False  # some row brings more than one new token
+    latent_pairs: int = 0  # pairs attended over the latent (absorbed rows)
+    expanded: int = 0  # positions the expanded rows attend over (what latent attention re-expands)
+    absorbed: int = 0  # new tokens of absorbed rows
+
+    @property
+    def latent(self) -> tuple[int, int, int]:
+        return self.latent_pairs, self.expanded, self.absorbed
+
+
+_new_tuple = tuple.__new__
+
+
+def row_sums(shape: RowShape, rows: Sequence[tuple[int, int]], counts: Sequence[int] | None = None,
+             attn_len: int | None = None) -> RowSums:
+    """The row sums of one batched step of (n_new, n_cached) rows, each standing for `counts[i]`
+    sequences (one each by default); `attn_len`: every row attends over that many positions (a
+    static cache).
+
+    The one place they are added up: the cost model (`step_cost`), the simulator's fitted step time
+    and its event loop all read them from here. A row attends over its held positions plus its own
+    new tokens on every layer, so its pairs are n_new * (held + layers * n_new)."""
+    layers = shape.n_layers
+    if counts is None and attn_len is None and shape.sliding is shape.latent is None:
+        # the simulator's common case, once per iteration: kept to four running sums
+        tokens = cached = cross = square = 0
+        multi = False
+        for n_new, n_cached in rows:
+            tokens += n_new
+            cached += n_cached
+            cross += n_new * n_cached
+            square += n_new * n_new
+            if n_new > 1:
+                multi = True
+        held = layers * cached
+        # tuple.__new__ skips the named tuple's Python-level constructor (a tenth of the call)
+        return _new_tuple(RowSums, (len(rows), tokens, held, layers * (cross + square), multi, 0,
+                                    held + layers * tokens, 0))
+    n_rows = tokens = held = pairs = latent_pairs = expanded = absorbed = 0
+    multi = False
+    for i, (n_new, n_cached) in enumerate(rows):
+        count = 1 if counts is None else counts[i]
+        h = shape.held(n_cached) if attn_len is None else shape.held_padded(n_new, attn_len)
+        span = h + layers * n_new
+        n_rows += count
+        tokens += n_new * count
+        held += h * count
+        multi = multi or n_new > 1
+        if shape.latent is not None and absorbs(n_new, h, layers, *shape.latent):
+            latent_pairs += n_new * span * count
+            absorbed += n_new * count
+        else:
+            pairs += n_new * span * count
+            expanded += span * count
+    return RowSums(n_rows, tokens, held, pairs, multi, latent_pairs, expanded, absorbed)
 
 
 def kv_bytes_per_token(spec: ModelSpec, kv_dtype: str = "fp32") -> int:
@@ -199,11 +294,8 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     if s.sliding_window is not None:
         groups.append((s.n_sliding_layers, s.sliding_window))
     clean: list[tuple[int, int, int]] = []
-    tokens = n_rows = lm_rows = 0
-    pairs = causal_pairs = held_rows = 0  # summed over rows and layers
-    # latent attention: pairs attended over the latent, positions re-expanded, tokens absorbed
-    latent_pairs = latent_causal = expanded = absorbed = 0
-    up_flops, pair_gap = latent_costs(s) if s.is_mla else (0, 0)
+    lm_rows = causal_pairs = latent_causal = 0  # summed over rows and layers
+    shape = RowShape.of(s, latent_form=mla_form == "serving")
     for row in rows:
         n_new, n_cached, count = (*row, 1) if len(row) == 2 else row
         _check_int(n_new, "n_new", 1)
@@ -215,29 +307,17 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
         if attn_len is not None and _check_int(attn_len, "attn_len", 1) < n_cached + n_new:
             raise ValueError(f"attn_len ({attn_len}) is shorter than n_cached + n_new ({n_cached + n_new})")
         clean.append((n_new, n_cached, count))
-        span_sum = causal_sum = held_sum = 0  # summed over layers, for one sequence of this row
-        for layers, window in groups:
-            if attn_len is None:
-                held = _held(n_cached, window)
-                span = held + n_new
-            else:
-                span = attn_len if window is None else max(min(attn_len, window), n_new)
-                held = span - n_new
-            span_sum += layers * span
-            held_sum += layers * held
-            causal_sum += layers * _causal_positions(n_new, n_cached, window)
-        tokens += n_new * count
-        n_rows += count
         lm_rows += lm_tokens * count
-        held_rows += held_sum * count
-        if s.is_mla and mla_form == "serving" and absorbs(n_new, held_sum, s.n_layers, up_flops, pair_gap):
-            latent_pairs += n_new * span_sum * count
+        # causal pairs (what a kernel that skips masked pairs computes), summed over layers
+        causal_sum = sum(layers * _causal_positions(n_new, n_cached, window) for layers, window in groups)
+        h = shape.held(n_cached) if attn_len is None else shape.held_padded(n_new, attn_len)
+        if shape.latent is not None and absorbs(n_new, h, s.n_layers, *shape.latent):
             latent_causal += causal_sum * count
-            absorbed += n_new * count
         else:
-            pairs += n_new * span_sum * count
             causal_pairs += causal_sum * count
-            expanded += span_sum * count
+    sums = row_sums(shape, [(n, c) for n, c, _ in clean], [k for _, _, k in clean], attn_len)
+    tokens, n_rows, held_rows, pairs = sums.tokens, sums.rows, sums.held, sums.pairs
+    latent_pairs, expanded, absorbed = sums.latent
     # Two matmuls (scores, weighted sum) per head per (query, key) pair, 2 FLOPs per multiply-add:
     # over the key width and the value width (both head_dim but in latent attention, whose absorbed
     # form scores against the whole cached latent and sums its kv_lora_rank part).

@@ -32,7 +32,7 @@ def registered(cls: type[EngineKind]) -> Iterator[type[EngineKind]]:
 
 
 def test_the_three_kinds_and_what_each_owns():
-    assert list(KINDS) == ["vllm", "llama-server", "openai"]
+    assert list(KINDS)[:3] == ["vllm", "llama-server", "openai"]  # a kind added later follows them
     assert all(kind_of(n).label and kind_of(n).description for n in KINDS)
     assert kind_of("llama-server").client.__name__ == "LlamaServer"
     assert kind_of("openai").client is OpenAICompatible and not kind_of("openai").installed()

@@ -34,9 +34,10 @@ def _cli_choices() -> list[str]:
 
 
 def test_the_five_policies_are_registered_in_teaching_order_each_with_a_line():
-    assert list(POLICIES) == ["static", "prefill-first", "decode-first", "chunked", "disaggregated"]
+    """The five the lesson teaches come first, in its order; a policy added later follows them."""
+    assert list(POLICIES)[:5] == ["static", "prefill-first", "decode-first", "chunked", "disaggregated"]
     assert all(cls.description and cls.label for cls in POLICIES.values())
-    assert {cls.layout for cls in POLICIES.values()} == {"colocated", "disaggregated"} <= set(LAYOUTS)
+    assert {"colocated", "disaggregated"} <= {cls.layout for cls in POLICIES.values()} <= set(LAYOUTS)
 
 
 def test_a_policy_registered_in_one_place_reaches_the_cli_the_page_and_the_simulator():

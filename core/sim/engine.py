@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.cost import row_sums
 from core.sim.policy import Policy, Seq, State
 from core.sim.steptime import StepTime
 
@@ -51,7 +52,7 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
     free = kv_blocks
     now = 0.0
     nxt, n = 0, len(arrivals)
-    layers, flat = step.n_layers, step.sliding is None
+    shape = step.shape  # what core.cost.row_sums needs, once per run
 
     def preempt_last() -> None:
         nonlocal free
@@ -107,16 +108,10 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 raise RuntimeError(f"policy {policy.name} scheduled nothing with {len(waiting)} requests "
                                    "waiting and none running")
             continue
-        tokens = held = pairs = prefill_tokens = decode_tokens = padded = 0
-        multi = False
+        sums = row_sums(shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
+        prefill_tokens = decode_tokens = padded = 0
         admitted = set()
         for seq, n_new, pad in rows:
-            priced = n_new + pad
-            h = seq.prefilled * layers if flat else step.held(seq.prefilled)
-            tokens += priced
-            held += h
-            pairs += priced * (h + layers * priced)
-            multi = multi or priced > 1
             padded += pad
             if n_new == 0:
                 continue
@@ -133,10 +128,8 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         if step.learned_positions:
             from core.cost import _position_rows
             positions = _position_rows([(r.n_new + r.pad, r.seq.prefilled, 1) for r in rows], step.learned_positions)
-        latent = (0, 0, 0)
-        if step.latent is not None:  # latent attention: each row's form decides how its pairs are priced
-            _, _, pairs, _, latent = step.sums([(r.n_new + r.pad, r.seq.prefilled) for r in rows])
-        dt = step.seconds(len(rows), tokens, held, pairs, multi, positions, latent)
+        dt = step.seconds(sums.rows, sums.tokens, sums.held, sums.pairs, sums.multi, positions,
+                          sums.latent if step.latent is not None else (0, 0, 0))
         if admitted:
             skipped = []
             found = 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.cost import _position_rows, absorbs, held_positions, latent_costs
+from core.cost import RowShape, RowSums, _position_rows, held_positions, latent_costs, row_sums
 from core.hardware import HardwareSpec
 from core.spec import ModelSpec
 
@@ -64,12 +64,14 @@ class StepTime:
         e, k = self.experts
         return e * (1.0 - (1.0 - k / e) ** tokens)
 
+    @property
+    def shape(self) -> RowShape:
+        """What the row sums need of the model (core.cost.row_sums adds them up)."""
+        return RowShape(self.n_layers, self.sliding, self.latent)
+
     def held(self, n_cached: int) -> int:
         """Cached positions a row reads, summed over layers."""
-        if self.sliding is None:
-            return self.n_layers * n_cached
-        full, windowed, window = self.sliding
-        return full * n_cached + windowed * min(n_cached, window - 1)
+        return self.shape.held(n_cached)
 
     def seconds(self, rows: int, tokens: int, held: int, pairs: int, multi: bool, positions: int = 0,
                 latent: tuple[int, int, int] = (0, 0, 0)) -> float:
@@ -83,21 +85,11 @@ class StepTime:
 
     def sums(self, rows: Sequence[tuple[int, int]]) -> tuple[int, int, int, bool, tuple[int, int, int]]:
         """(tokens, held, pairs, any multi-token row, latent sums) of (n_new, n_cached) rows: see `seconds`."""
-        tokens = held = pairs = latent_pairs = expanded = absorbed = 0
-        multi = False
-        for n_new, n_cached in rows:
-            h = self.held(n_cached)
-            span = h + self.n_layers * n_new
-            tokens += n_new
-            held += h
-            multi = multi or n_new > 1
-            if self.latent is not None and absorbs(n_new, h, self.n_layers, *self.latent):
-                latent_pairs += n_new * span
-                absorbed += n_new
-            else:
-                pairs += n_new * span
-                expanded += span if self.latent is not None else 0
-        return tokens, held, pairs, multi, (latent_pairs, expanded, absorbed)
+        return self.sums_of(row_sums(self.shape, rows))
+
+    def sums_of(self, r: RowSums) -> tuple[int, int, int, bool, tuple[int, int, int]]:
+        """`seconds`' arguments from core.cost's row sums (the latent ones only for latent attention)."""
+        return r.tokens, r.held, r.pairs, r.multi, (r.latent if self.latent is not None else (0, 0, 0))
 
     def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
         """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
