@@ -77,10 +77,10 @@ def _add_fit(result: dict[str, Any], spec: Any, hardware: str, prompt_len: int, 
         result["shortfall_bytes"] = max(0, need - hw.memory_bytes)
         return
     ans = whatif.answer(spec, hw, scenario)
-    m = ans["memory"]
-    result["memory_bytes"], result["fits"], result["shortfall_bytes"] = m["total"], m["fits"], m["shortfall"]
+    m = ans.memory
+    result["memory_bytes"], result["fits"], result["shortfall_bytes"] = m.total, m.fits, m.shortfall
     if tp > 1:
-        result["ttft_s"] = result["prefill"]["time_s"] = ans["ttft_s"]
-        result["decode"]["time_s"], result["decode"]["tpot_s"] = ans["decode_s"], ans["tpot_s"]
-        result["total_s"] = ans["total_s"]
-        result["allreduce_s_per_decode_step"] = ans["decode_step"]["terms_s"]["allreduce"]
+        result["ttft_s"] = result["prefill"]["time_s"] = ans.ttft_s
+        result["decode"]["time_s"], result["decode"]["tpot_s"] = ans.decode_s, ans.tpot_s
+        result["total_s"] = ans.total_s
+        result["allreduce_s_per_decode_step"] = ans.decode_step.terms_s["allreduce"]

@@ -14,7 +14,8 @@ That keeps a full answer, sweeps included, within a few milliseconds of Python.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core import perf
@@ -48,9 +49,149 @@ from core.predictor import Predictor
 from core.spec import ModelSpec
 
 
+@dataclass(frozen=True)
+class OperatingPoint:
+    """One device's forward: its predicted time (all-reduces included, as their own term), and where
+    it sits on the roofline."""
+
+    time_s: float
+    flops: float
+    bytes: float
+    intensity: float  # FLOPs per byte
+    flops_per_s: float
+    terms_s: Mapping[str, float]  # the predictor's terms, "allreduce" among them
+    n_new: int
+    n_cached: int
+
+
+@dataclass(frozen=True)
+class Floors:
+    """What the datasheet alone allows: the prefill's FLOPs at peak, a decode step's bytes at full bandwidth."""
+
+    prefill_s: float
+    decode_step_s: float
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per device (weights, the final KV cache, activations) against the device's memory."""
+
+    weights: float
+    kv: float
+    activations: float
+    total: float
+    capacity: float
+    fits: bool
+    shortfall: float
+    devices_needed: int
+    max_batch: int  # the largest batch whose cache and activations fit beside the weights
+
+
+@dataclass(frozen=True)
+class ExtraSequence:
+    """What one more sequence adds to a decode step, by predicted term (the weights add nothing)."""
+
+    compute: float
+    kv: float
+    memory: float
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding priced beside plain decode (see `speculative`)."""
+
+    draft: str
+    gamma: int
+    alpha: float
+    context: int
+    expected_tokens_per_round: float
+    draft_step_s: float
+    verify_s: float
+    plain_step_s: float
+    verify_bytes_over_step_bytes: float
+    verify_flops_over_step_flops: float
+    tpot_s: float
+    speedup: float
+
+
+@dataclass(frozen=True)
+class Latent:
+    """Multi-head latent attention: its cache per token against the multi-head cache the same heads
+    would keep, and a typical decode step's FLOPs in the two forms (see `latent_attention`)."""
+
+    kv_lora_rank: int
+    rope_dim: int
+    kv_bytes_per_token: int
+    multi_head_bytes_per_token: int
+    priced_form: str
+    step_flops_serving: float
+    step_flops_transformers: float
+
+
+@dataclass(frozen=True)
+class HostFit:
+    """How this server's predictor got its coefficients: fitted on this model's forwards, or on
+    `transferred_from`'s and carried over."""
+
+    memory: float
+    kv: float
+    compute: float
+    transferred_from: str | None = None
+
+
+KV_SPLIT = ("split", "latent", "heads")  # how tensor parallelism shares the cache (Answer.kv_split)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Every figure the what-if page shows for one setting, as numbers (seconds, bytes, FLOPs); the
+    page words them."""
+
+    model: str
+    hardware: str
+    hardware_label: str
+    settings: Scenario  # resolved on the machine (compute dtype, efficiencies)
+    params: int
+    active_params: int
+    experts_read_per_layer: float | None
+    n_experts: int | None
+    experts_per_token: int | None
+    kv_bytes_per_token: int
+    ttft_s: float
+    tpot_s: float | None
+    decode_s: float
+    total_s: float
+    tokens_per_s_per_sequence: float | None
+    tokens_per_s_total: float | None
+    tp: int
+    interconnect: str
+    # "split": the KV heads are divided between the devices; "latent": one latent every head reads,
+    # copied to each device; "heads": fewer KV heads than devices, so past them heads are copied
+    kv_split: str
+    n_kv_heads: int
+    prefill: OperatingPoint
+    decode_step: OperatingPoint
+    floors: Floors
+    memory: Memory
+    crossover_tokens: float | None
+    peak_flops_datasheet: float
+    bandwidth_datasheet: float
+    ridge_datasheet: float
+    ridge_effective: float
+    compute_bound_batch: int | None
+    per_extra_sequence_s: ExtraSequence
+    flops_by_part: Mapping[str, Mapping[str, float]]  # "prefill", "decode_step": FLOPs by part
+    assumptions: Mapping[str, float]
+    source: str
+    speculative: Speculative | None
+    latent: Latent | None
+    host_measured: bool
+    host_fit: HostFit | None
+
+
 def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
-           draft: ModelSpec | None = None) -> dict[str, Any]:
-    """Every figure the what-if page shows for one setting, as plain numbers (seconds, bytes).
+           draft: ModelSpec | None = None) -> Answer:
+    """Every figure the what-if page shows for one setting, as numbers (seconds, bytes).
     With a `draft` model, "speculative" prices speculative decoding beside plain decode."""
     s = on_hardware(scenario, hardware)
     check(spec, s)
@@ -71,68 +212,59 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     room = capacity - weights_mem
     peak = pred.peak
     bandwidth = pred.bandwidth
-    return {
-        "model": spec.name, "hardware": hardware.name, "hardware_label": hardware.label,
-        "settings": asdict(s),
-        "params": spec.params_total, "active_params": spec.params_active,
-        "experts_read_per_layer": mid.experts_read, "n_experts": spec.n_experts or None,
-        "experts_per_token": spec.experts_per_token or None,
-        "kv_bytes_per_token": est["kv_bytes_per_token"],
-        "ttft_s": ttft, "tpot_s": tpot, "decode_s": decode_s, "total_s": ttft + decode_s,
-        "tokens_per_s_per_sequence": 1.0 / tpot if tpot else None,
-        "tokens_per_s_total": s.batch / tpot if tpot else None,
-        "tp": s.tp,
-        "interconnect": hardware.interconnect.name if hardware.interconnect else "no link",
-        "kv_split": ("But this model caches one latent per layer that every head reads (multi-head latent "
-                     "attention): each device keeps all of it, so the cache is copied, not split."
-                     if spec.is_mla and s.tp > 1 else
-                     "The KV cache is split too: its heads are divided between the devices."
-                     if s.tp <= spec.n_kv_heads else
-                     f"But this model has only {spec.n_kv_heads} KV heads: past {spec.n_kv_heads} devices each keeps "
-                     "a whole head, so the cache is copied, not split, and each device's share stops shrinking."),
-        "prefill": _operating_point(pred, pre_dev, "prefill",
-                                    allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)),
-        "decode_step": _operating_point(pred, mid_dev, "decode", allreduce_s(spec, hardware, s.tp, s.batch, act_dt)),
-        "floors": {"prefill_s": pre_dev["flops"]["total"] / hardware.peak(s.compute_dtype),
-                   "decode_step_s": (mid_dev["bytes"]["weights"] + mid_dev["bytes"]["kv_read"]
-                                     + mid_dev["bytes"]["kv_write"]) / hardware.bandwidth},
-        "memory": {"weights": weights_mem, "kv": kv_mem, "activations": act_mem, "total": need,
-                   "capacity": capacity, "fits": need <= capacity, "shortfall": max(0, need - capacity),
-                   "devices_needed": max(1, math.ceil(need * s.tp / capacity)),
-                   "max_batch": max(0, min(MAX_BATCH, int(room // per_seq))) if per_seq > 0 and room > 0 else 0},
-        "crossover_tokens": perf.crossover_tokens(mid_dev["bytes"]["weights"],
-                                                  est["kv_bytes_per_token"] * kv_share(spec, s.tp), s.batch),
-        "peak_flops_datasheet": hardware.peak(s.compute_dtype), "bandwidth_datasheet": hardware.bandwidth,
-        "ridge_datasheet": hardware.peak(s.compute_dtype) / hardware.bandwidth,
-        "ridge_effective": peak / bandwidth,
-        "compute_bound_batch": perf.compute_bound_batch(spec, pred, s.prompt_len, s.weight_dtype, MAX_BATCH,
+    return Answer(
+        model=spec.name, hardware=hardware.name, hardware_label=hardware.label,
+        settings=s,
+        params=spec.params_total, active_params=spec.params_active,
+        experts_read_per_layer=mid.experts_read, n_experts=spec.n_experts or None,
+        experts_per_token=spec.experts_per_token or None,
+        kv_bytes_per_token=est["kv_bytes_per_token"],
+        ttft_s=ttft, tpot_s=tpot, decode_s=decode_s, total_s=ttft + decode_s,
+        tokens_per_s_per_sequence=1.0 / tpot if tpot else None,
+        tokens_per_s_total=s.batch / tpot if tpot else None,
+        tp=s.tp,
+        interconnect=hardware.interconnect.name if hardware.interconnect else "no link",
+        kv_split="latent" if spec.is_mla and s.tp > 1 else "split" if s.tp <= spec.n_kv_heads else "heads",
+        n_kv_heads=spec.n_kv_heads,
+        prefill=_operating_point(pred, pre_dev, "prefill",
+                                 allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)),
+        decode_step=_operating_point(pred, mid_dev, "decode", allreduce_s(spec, hardware, s.tp, s.batch, act_dt)),
+        floors=Floors(prefill_s=pre_dev["flops"]["total"] / hardware.peak(s.compute_dtype),
+                      decode_step_s=(mid_dev["bytes"]["weights"] + mid_dev["bytes"]["kv_read"]
+                                     + mid_dev["bytes"]["kv_write"]) / hardware.bandwidth),
+        memory=Memory(weights=weights_mem, kv=kv_mem, activations=act_mem, total=need,
+                      capacity=capacity, fits=need <= capacity, shortfall=max(0, need - capacity),
+                      devices_needed=max(1, math.ceil(need * s.tp / capacity)),
+                      max_batch=max(0, min(MAX_BATCH, int(room // per_seq))) if per_seq > 0 and room > 0 else 0),
+        crossover_tokens=perf.crossover_tokens(mid_dev["bytes"]["weights"],
+                                               est["kv_bytes_per_token"] * kv_share(spec, s.tp), s.batch),
+        peak_flops_datasheet=hardware.peak(s.compute_dtype), bandwidth_datasheet=hardware.bandwidth,
+        ridge_datasheet=hardware.peak(s.compute_dtype) / hardware.bandwidth,
+        ridge_effective=peak / bandwidth,
+        compute_bound_batch=perf.compute_bound_batch(spec, pred, s.prompt_len, s.weight_dtype, MAX_BATCH,
                                                         kv_dtype=s.kv_dtype, mla_form=s.mla_form),
-        "per_extra_sequence_s": _per_extra_sequence(spec, pred, s),
-        "flops_by_part": {"prefill": {k: prefill_cost.flops[k] for k in FLOP_PARTS},
-                          "decode_step": {k: mid.flops[k] for k in FLOP_PARTS}},
-        "assumptions": dict(s.assumptions),
-        "source": hardware.source,
-        "speculative": None if draft is None else speculative(spec, draft, hardware, s),
-        "latent": latent_attention(spec, s, mid) if spec.is_mla else None,
-        "host_measured": hardware.measured,
-        "host_fit": _fit_words(pred) if hardware.measured else None,
-    }
+        per_extra_sequence_s=_per_extra_sequence(spec, pred, s),
+        flops_by_part={"prefill": {k: prefill_cost.flops[k] for k in FLOP_PARTS},
+                       "decode_step": {k: mid.flops[k] for k in FLOP_PARTS}},
+        assumptions=dict(s.assumptions),
+        source=hardware.source,
+        speculative=None if draft is None else speculative(spec, draft, hardware, s),
+        latent=latent_attention(spec, s, mid) if spec.is_mla else None,
+        host_measured=hardware.measured,
+        host_fit=_host_fit(pred) if hardware.measured else None,
+    )
 
 
-def _fit_words(pred: Predictor) -> str | None:
-    """How this server's predictor got its coefficients, in words (None when unfitted)."""
+def _host_fit(pred: Predictor) -> HostFit | None:
+    """How this server's predictor got its coefficients (None when unfitted)."""
     if not pred.fitted:
         return None
-    info = pred.fit_info or {}
-    source = info.get("transferred_from")
     c = pred.coef
-    values = f"memory {c['memory']:.2f}, KV {c['kv']:.2f}, arithmetic {c['compute']:.2f}"
-    if source:
-        return f"fitted on {source}'s forwards on this server and carried over to this shape ({values})"
-    return f"fitted on this model's own forwards on this server ({values})"
+    return HostFit(memory=c["memory"], kv=c["kv"], compute=c["compute"],
+                   transferred_from=(pred.fit_info or {}).get("transferred_from"))
 
 
-def latent_attention(spec: ModelSpec, s: Scenario, step) -> dict[str, Any]:
+def latent_attention(spec: ModelSpec, s: Scenario, step) -> Latent:
     """What multi-head latent attention saves and which form the answer prices: the cache per
     token against the multi-head cache the same heads would keep, and the typical decode step's
     FLOPs as a serving engine runs it (absorbed, what every other figure here uses) and as
@@ -140,22 +272,22 @@ def latent_attention(spec: ModelSpec, s: Scenario, step) -> dict[str, Any]:
     full_heads = nbytes(spec.n_layers * spec.n_heads * (spec.head_dim + spec.v_head_dim), s.kv_dtype)
     forms = {form: forward_cost(spec, 1, step.n_cached, s.batch, **{**cost_kwargs(s), "mla_form": form})
              for form in ("serving", "transformers")}
-    return {"kv_lora_rank": spec.kv_lora_rank, "rope_dim": spec.qk_rope_head_dim,
-            "kv_bytes_per_token": nbytes(spec.n_layers * spec.kv_width, s.kv_dtype),
-            "multi_head_bytes_per_token": full_heads, "priced_form": s.mla_form,
-            "step_flops_serving": forms["serving"].flops["total"],
-            "step_flops_transformers": forms["transformers"].flops["total"]}
+    return Latent(kv_lora_rank=spec.kv_lora_rank, rope_dim=spec.qk_rope_head_dim,
+                  kv_bytes_per_token=nbytes(spec.n_layers * spec.kv_width, s.kv_dtype),
+                  multi_head_bytes_per_token=full_heads, priced_form=s.mla_form,
+                  step_flops_serving=forms["serving"].flops["total"],
+                  step_flops_transformers=forms["transformers"].flops["total"])
 
 
-def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduce: float) -> dict[str, Any]:
+def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduce: float) -> OperatingPoint:
     """One device's forward: predicted time (its all-reduces included, as their own term) and where
     it sits on the roofline."""
     parts = {**pred.contributions_s(cost, phase), "allreduce": allreduce}
     t = sum(parts.values())
     flops, nbytes_ = cost["flops"]["total"], cost["bytes"]["total"]
-    return {"time_s": t, "flops": flops, "bytes": nbytes_, "intensity": flops / nbytes_ if nbytes_ else 0.0,
-            "flops_per_s": flops / t if t > 0 else 0.0, "terms_s": parts,
-            "n_new": cost["n_new"], "n_cached": cost["n_cached"]}
+    return OperatingPoint(time_s=t, flops=flops, bytes=nbytes_, intensity=flops / nbytes_ if nbytes_ else 0.0,
+                          flops_per_s=flops / t if t > 0 else 0.0, terms_s=parts,
+                          n_new=cost["n_new"], n_cached=cost["n_cached"])
 
 
 def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Predictor,
@@ -184,7 +316,7 @@ def expected_tokens_per_round(gamma: int, alpha: float) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def speculative(target: ModelSpec, draft: ModelSpec, hardware: HardwareSpec, s: Scenario) -> dict[str, Any]:
+def speculative(target: ModelSpec, draft: ModelSpec, hardware: HardwareSpec, s: Scenario) -> Speculative:
     """Speculative decoding, priced: each round the draft decodes gamma tokens one by one, then the
     target checks all gamma + 1 positions in ONE forward. That forward reads the target's weights
     once, like a single decode step, so while decode is memory-bound it costs little more than one;
@@ -211,20 +343,20 @@ def speculative(target: ModelSpec, draft: ModelSpec, hardware: HardwareSpec, s: 
     t_draft = draft_pred.predict_s(draft_step, "decode")
     tokens = expected_tokens_per_round(s.spec_gamma, s.spec_alpha)
     tpot = (s.spec_gamma * t_draft + t_verify) / tokens
-    return {"draft": draft.name, "gamma": s.spec_gamma, "alpha": s.spec_alpha, "context": context,
-            "expected_tokens_per_round": tokens, "draft_step_s": t_draft, "verify_s": t_verify,
-            "plain_step_s": t_step, "verify_bytes_over_step_bytes": verify.bytes["total"] / step.bytes["total"],
-            "verify_flops_over_step_flops": verify.flops["total"] / step.flops["total"],
-            "tpot_s": tpot, "speedup": t_step / tpot}
+    return Speculative(draft=draft.name, gamma=s.spec_gamma, alpha=s.spec_alpha, context=context,
+                       expected_tokens_per_round=tokens, draft_step_s=t_draft, verify_s=t_verify,
+                       plain_step_s=t_step, verify_bytes_over_step_bytes=verify.bytes["total"] / step.bytes["total"],
+                       verify_flops_over_step_flops=verify.flops["total"] / step.flops["total"],
+                       tpot_s=tpot, speedup=t_step / tpot)
 
 
-def _per_extra_sequence(spec: ModelSpec, pred: Predictor, s: Scenario) -> dict[str, float]:
+def _per_extra_sequence(spec: ModelSpec, pred: Predictor, s: Scenario) -> ExtraSequence:
     """What one more sequence adds to a decode step at the prompt's context, by predicted term:
     its arithmetic, and its own cache reads (the weights are shared, so they add nothing)."""
     kw = cost_kwargs(s)
     one = pred.contributions_s(forward_cost(spec, 1, s.prompt_len, 1, **kw), "decode")
     two = pred.contributions_s(forward_cost(spec, 1, s.prompt_len, 2, **kw), "decode")
-    return {k: two[k] - one[k] for k in ("compute", "kv", "memory")}
+    return ExtraSequence(**{k: two[k] - one[k] for k in ("compute", "kv", "memory")})
 
 
 def batch_sweep(spec: ModelSpec, hardware: HardwareSpec, s: Scenario,

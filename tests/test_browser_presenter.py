@@ -61,7 +61,11 @@ def _wait_shown(page, n: int, timeout: float = 10) -> dict:
 
 
 def _open_replay(page, url: str) -> None:
+    """Open the page on the server whose model cannot load, once it says so: until the load has
+    failed the page shows "still being prepared" and reruns when the failure lands, which would
+    land in the middle of a test's key presses."""
     page.goto(url)
+    page.get_by_text("could not be loaded").first.wait_for(timeout=120_000)
     page.wait_for_selector(".pd-controls[data-replay=true][data-available='48']", timeout=90_000)
     page.wait_for_selector(".pd-chart[data-chart=kv] .main-svg", timeout=30_000)
 

@@ -29,12 +29,12 @@ def test_closed_form_decode_equals_pricing_every_step():
         s = whatif.Scenario(batch=batch, prompt_len=700, gen_len=300, weight_dtype=dtype)
         ans = whatif.answer(spec, gpu, s)
         est = estimate_run(model, "a100-80gb", 700, 300, batch, dtype)
-        assert (ans["decode_s"], ans["ttft_s"], ans["tpot_s"]) == (
+        assert (ans.decode_s, ans.ttft_s, ans.tpot_s) == (
             est["decode"]["time_s"], est["ttft_s"], est["decode"]["tpot_s"])
         pred, kw = whatif.predictor(spec, gpu, s.resolved()), whatif.cost_kwargs(s.resolved())
         step_by_step = sum(pred.predict_s(forward_cost(spec, 1, 700 + i - 1, batch, **kw), "decode")
                            for i in range(1, 300))
-        assert ans["decode_s"] == pytest.approx(step_by_step, rel=1e-9)
+        assert ans.decode_s == pytest.approx(step_by_step, rel=1e-9)
 
 
 @pytest.mark.parametrize("gpu", GPUS)
@@ -42,27 +42,27 @@ def test_closed_form_decode_equals_pricing_every_step():
 def test_predictions_never_beat_the_roofline_floor(gpu, model):
     s = whatif.Scenario(batch=4, prompt_len=2048, gen_len=128)
     ans = whatif.answer(load_model_preset(model), load_hardware(gpu), s)
-    assert ans["prefill"]["time_s"] >= ans["floors"]["prefill_s"]
-    assert ans["decode_step"]["time_s"] >= ans["floors"]["decode_step_s"]
+    assert ans.prefill.time_s >= ans.floors.prefill_s
+    assert ans.decode_step.time_s >= ans.floors.decode_step_s
     if model != "qwen2.5-0.5b":  # a 0.5B model's step is mostly the fixed launch overhead
-        assert ans["decode_step"]["time_s"] <= 2.0 * ans["floors"]["decode_step_s"]
-        assert ans["prefill"]["time_s"] <= 2.5 * ans["floors"]["prefill_s"]
+        assert ans.decode_step.time_s <= 2.0 * ans.floors.decode_step_s
+        assert ans.prefill.time_s <= 2.5 * ans.floors.prefill_s
 
 
 def test_memory_verdict_and_the_largest_batch_that_fits():
     spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
     ans = whatif.answer(spec, gpu, whatif.Scenario(batch=1, prompt_len=1024, gen_len=256))
-    m = ans["memory"]
-    assert m["fits"] and m["shortfall"] == 0 and m["devices_needed"] == 1
-    assert m["weights"] == pytest.approx(2 * spec.params_total, rel=1e-3)  # bf16
-    assert m["kv"] == 1279 * 131_072  # prompt + output - 1 positions, 128 KiB per token
-    at_max = whatif.answer(spec, gpu, whatif.Scenario(batch=m["max_batch"], prompt_len=1024, gen_len=256))
-    over = whatif.answer(spec, gpu, whatif.Scenario(batch=m["max_batch"] + 1, prompt_len=1024, gen_len=256))
-    assert at_max["memory"]["fits"] and not over["memory"]["fits"]
+    m = ans.memory
+    assert m.fits and m.shortfall == 0 and m.devices_needed == 1
+    assert m.weights == pytest.approx(2 * spec.params_total, rel=1e-3)  # bf16
+    assert m.kv == 1279 * 131_072  # prompt + output - 1 positions, 128 KiB per token
+    at_max = whatif.answer(spec, gpu, whatif.Scenario(batch=m.max_batch, prompt_len=1024, gen_len=256))
+    over = whatif.answer(spec, gpu, whatif.Scenario(batch=m.max_batch + 1, prompt_len=1024, gen_len=256))
+    assert at_max.memory.fits and not over.memory.fits
     big = whatif.answer(load_model_preset("llama-3.1-70b"), gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256))
-    assert not big["memory"]["fits"] and big["memory"]["shortfall"] == big["memory"]["total"] - 80e9
-    assert big["memory"]["devices_needed"] == math.ceil(big["memory"]["total"] / 80e9)
-    assert big["ttft_s"] > 0  # never refused: every figure is still there
+    assert not big.memory.fits and big.memory.shortfall == big.memory.total - 80e9
+    assert big.memory.devices_needed == math.ceil(big.memory.total / 80e9)
+    assert big.ttft_s > 0  # never refused: every figure is still there
 
 
 def test_compute_bound_batch_bisection_matches_a_linear_search():
@@ -72,7 +72,7 @@ def test_compute_bound_batch_bisection_matches_a_linear_search():
         pred = whatif.predictor(spec, gpu, s)
         found = perf.compute_bound_batch(spec, pred, prompt, s.weight_dtype, whatif.MAX_BATCH,
                                          kv_dtype=s.kv_dtype, mla_form=s.mla_form)
-        assert found == whatif.answer(spec, gpu, s)["compute_bound_batch"]
+        assert found == whatif.answer(spec, gpu, s).compute_bound_batch
         c = pred.coef
         linear = None
         for b in range(1, whatif.MAX_BATCH + 1):
@@ -82,10 +82,10 @@ def test_compute_bound_batch_bisection_matches_a_linear_search():
                 break
         assert found == linear, prompt
     # at a short context a GQA model turns compute-bound; at a long one the cache reads win for ever
-    assert whatif.answer(spec, gpu, whatif.Scenario(prompt_len=16, gen_len=2))["compute_bound_batch"] is not None
+    assert whatif.answer(spec, gpu, whatif.Scenario(prompt_len=16, gen_len=2)).compute_bound_batch is not None
     long = whatif.answer(spec, gpu, whatif.Scenario(prompt_len=4096, gen_len=2))
-    assert long["compute_bound_batch"] is None
-    assert long["per_extra_sequence_s"]["kv"] > long["per_extra_sequence_s"]["compute"] > 0
+    assert long.compute_bound_batch is None
+    assert long.per_extra_sequence_s.kv > long.per_extra_sequence_s.compute > 0
 
 
 def test_settings_that_cannot_run_are_refused_in_words():
@@ -103,9 +103,9 @@ def test_efficiency_assumptions_move_the_prediction():
     spec, gpu = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
     base = whatif.answer(spec, gpu, whatif.Scenario())
     slow = whatif.answer(spec, gpu, whatif.Scenario(assumptions={"bandwidth_efficiency": 0.4}))
-    assert slow["tpot_s"] > 1.5 * base["tpot_s"]
+    assert slow.tpot_s > 1.5 * base.tpot_s
     # the prefill is compute-bound: half the bandwidth costs it far less than it costs decode
-    assert slow["ttft_s"] / base["ttft_s"] - 1 < 0.5 * (slow["tpot_s"] / base["tpot_s"] - 1)
+    assert slow.ttft_s / base.ttft_s - 1 < 0.5 * (slow.tpot_s / base.tpot_s - 1)
 
 
 def test_an_answer_is_quick():
@@ -129,7 +129,7 @@ def test_figures_say_predicted_or_counted_and_follow_the_settings():
     for s in (s1, s2):
         ans = whatif.answer(spec, gpu, s)
         built.append([figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, gpu, s), s.batch),
-                      figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], s.batch),
+                      figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans.crossover_tokens, s.batch),
                       figs.time_split(ans), figs.memory_stack(ans)])
     for fig_a, fig_b in zip(*built, strict=True):
         go.Figure(fig_a)  # a valid Plotly figure (the page sends plain dicts, unvalidated)
@@ -139,8 +139,8 @@ def test_figures_say_predicted_or_counted_and_follow_the_settings():
     # the roofline's decode point is exactly the answer's operating point
     ans = whatif.answer(spec, gpu, s1)
     dec = next(t for t in figs.roofline(ans)["data"] if t["name"].startswith("a decode step"))
-    assert dec["x"][0] == pytest.approx(ans["decode_step"]["intensity"])
-    assert dec["y"][0] == pytest.approx(ans["decode_step"]["flops_per_s"] / 1e9)
+    assert dec["x"][0] == pytest.approx(ans.decode_step.intensity)
+    assert dec["y"][0] == pytest.approx(ans.decode_step.flops_per_s / 1e9)
 
 
 def test_link_round_trip_and_bad_values_fall_back_with_a_notice():
@@ -181,15 +181,15 @@ def test_speculative_decoding_reads_the_weights_once_per_check():
     assert whatif.expected_tokens_per_round(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
     target, draft, gpu = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
     small = whatif.answer(target, gpu, whatif.Scenario(batch=1, prompt_len=1024, gen_len=256), draft=draft)
-    sp = small["speculative"]
-    assert sp["verify_bytes_over_step_bytes"] == pytest.approx(1.0, abs=0.01)  # the weights, read once
-    assert sp["verify_flops_over_step_flops"] == pytest.approx(5.0, rel=0.05)  # but 5 positions of arithmetic
-    assert sp["tpot_s"] == pytest.approx((4 * sp["draft_step_s"] + sp["verify_s"]) / sp["expected_tokens_per_round"])
-    assert sp["speedup"] > 1.5
+    sp = small.speculative
+    assert sp.verify_bytes_over_step_bytes == pytest.approx(1.0, abs=0.01)  # the weights, read once
+    assert sp.verify_flops_over_step_flops == pytest.approx(5.0, rel=0.05)  # but 5 positions of arithmetic
+    assert sp.tpot_s == pytest.approx((4 * sp.draft_step_s + sp.verify_s) / sp.expected_tokens_per_round)
+    assert sp.speedup > 1.5
     # at a large batch decode is no longer so memory-bound: the check's extra FLOPs cost real time
     big = whatif.answer(target, gpu, whatif.Scenario(batch=256, prompt_len=1024, gen_len=256), draft=draft)
-    assert big["speculative"]["speedup"] < sp["speedup"]
-    assert whatif.answer(target, gpu, whatif.Scenario())["speculative"] is None
+    assert big.speculative.speedup < sp.speedup
+    assert whatif.answer(target, gpu, whatif.Scenario()).speculative is None
     with pytest.raises(ValueError, match="acceptance rate"):
         whatif.answer(target, gpu, whatif.Scenario(spec_alpha=1.5), draft=draft)
 
@@ -201,18 +201,18 @@ def test_tensor_parallelism_splits_the_work_and_pays_for_its_all_reduces():
     one = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256))
     four = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=4))
     sixteen = whatif.answer(spec, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=16))
-    assert not one["memory"]["fits"] and four["memory"]["fits"]
-    assert four["memory"]["weights"] == pytest.approx(one["memory"]["weights"] / 4)
-    assert four["memory"]["kv"] == pytest.approx(one["memory"]["kv"] / 4)
-    assert sixteen["memory"]["kv"] == pytest.approx(one["memory"]["kv"] / 8)  # one whole head per device, copied
+    assert not one.memory.fits and four.memory.fits
+    assert four.memory.weights == pytest.approx(one.memory.weights / 4)
+    assert four.memory.kv == pytest.approx(one.memory.kv / 4)
+    assert sixteen.memory.kv == pytest.approx(one.memory.kv / 8)  # one whole head per device, copied
     # two ring all-reduces of batch x hidden bf16 values per layer per decode step
     link = gpu.interconnect
     message = 8 * spec.hidden * 2
     ring = 2 * 3 * link.latency_s + 2 * 3 / 4 * message / link.bandwidth_bytes_per_s
-    assert four["decode_step"]["terms_s"]["allreduce"] == pytest.approx(2 * spec.n_layers * ring)
-    assert one["decode_step"]["terms_s"]["allreduce"] == 0.0
-    assert four["tpot_s"] < one["tpot_s"] / 2 and four["ttft_s"] < one["ttft_s"] / 3
-    assert sixteen["decode_step"]["terms_s"]["allreduce"] > four["decode_step"]["terms_s"]["allreduce"]
+    assert four.decode_step.terms_s["allreduce"] == pytest.approx(2 * spec.n_layers * ring)
+    assert one.decode_step.terms_s["allreduce"] == 0.0
+    assert four.tpot_s < one.tpot_s / 2 and four.ttft_s < one.ttft_s / 3
+    assert sixteen.decode_step.terms_s["allreduce"] > four.decode_step.terms_s["allreduce"]
     no_link = replace(gpu, interconnect=None)
     with pytest.raises(ValueError, match="no device-to-device link"):
         whatif.answer(spec, no_link, whatif.Scenario(tp=2))
@@ -223,7 +223,7 @@ def test_tensor_parallelism_splits_the_work_and_pays_for_its_all_reduces():
 def test_speculative_plain_step_is_the_same_step_the_page_prices_with_tensor_parallelism():
     target, draft, gpu = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
     ans = whatif.answer(target, gpu, whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=4), draft=draft)
-    assert ans["speculative"]["plain_step_s"] == pytest.approx(ans["decode_step"]["time_s"])
+    assert ans.speculative.plain_step_s == pytest.approx(ans.decode_step.time_s)
 
 
 def test_the_batch_sweep_and_the_answer_agree_on_memory():
@@ -231,8 +231,8 @@ def test_the_batch_sweep_and_the_answer_agree_on_memory():
     for tp in (1, 4, 16):
         s = whatif.Scenario(batch=8, prompt_len=2048, gen_len=256, tp=tp)
         row = next(r for r in whatif.batch_sweep(spec, gpu, s) if r["batch"] == 8)
-        m = whatif.answer(spec, gpu, s)["memory"]
-        assert row["memory_bytes"] == m["total"] and row["fits"] == m["fits"]
+        m = whatif.answer(spec, gpu, s).memory
+        assert row["memory_bytes"] == m.total and row["fits"] == m.fits
 
 
 LLAMA = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 4,
@@ -292,3 +292,35 @@ def test_layers_of_one_kind_are_counted_not_walked():
         walked = (sum(1 for i in range(layers) if i not in (2, 5, 7) and (i + 1) % 3 == 0) if layers < 10**3
                   else layers // 3 - 2)  # layers 3 and 6 (counting from 1) are sparse but listed dense
         assert moe.n_moe_layers == walked
+
+
+def _string_fields(obj, path: tuple[str, ...]) -> list[str]:
+    """The names of every string-valued field under obj; anything else must be a number or None."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        return [n for f in dataclasses.fields(obj) for n in _string_fields(getattr(obj, f.name), (*path, f.name))]
+    if isinstance(obj, dict):
+        return [n for v in obj.values() for n in _string_fields(v, path)]
+    if isinstance(obj, str):
+        return [path[-1]]
+    assert obj is None or isinstance(obj, int | float | bool | tuple), (path, obj)
+    return []
+
+
+def test_the_answer_is_frozen_dataclasses_of_numbers_and_names_the_page_words():
+    """The what-if answer carries numbers (and names: a model, a machine, a link, a form); its
+    sentences are the page's (app/views/whatif/text.py), so core holds no wording."""
+    import dataclasses
+
+    target, draft = load_model_preset("llama-3.1-70b"), load_model_preset("llama-3.1-8b")
+    names = {"model", "hardware", "hardware_label", "interconnect", "kv_split", "source", "draft", "priced_form",
+             "weight_dtype", "kv_dtype", "compute_dtype", "mla_form", "transferred_from"}
+    for spec, d, s in ((target, draft, whatif.Scenario(tp=8)), (load_model_preset("deepseek-v3"), None,
+                                                               whatif.Scenario(tp=8, weight_dtype="fp8"))):
+        ans = whatif.answer(spec, load_hardware("h200"), s, draft=d)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            ans.ttft_s = 0.0
+        assert ans.kv_split in whatif.KV_SPLIT
+        seen = _string_fields(ans, ())
+        assert set(seen) <= names and "kv_split" in seen

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.shared import host_points
 from app.views.whatif import link
+from app.views.whatif import text as whatif_text
 from core import calibrate, predictor, whatif
 from core.hardware import custom_spec, load_hardware
 from core.spec import load_model_preset
@@ -40,17 +41,18 @@ def test_custom_figures_equal_to_a_preset_price_exactly_as_the_preset():
     for s in (whatif.Scenario(batch=8), whatif.Scenario(batch=4, tp=4, weight_dtype="fp8", compute_dtype="fp8")):
         ours, theirs = whatif.answer(LLAMA, mine, s), whatif.answer(LLAMA, h100, s)
         for key in ("ttft_s", "tpot_s", "total_s", "compute_bound_batch"):
-            assert ours[key] == (None if theirs[key] is None else pytest.approx(theirs[key], rel=1e-12)), key
-        assert ours["memory"] == theirs["memory"]
+            want = getattr(theirs, key)
+            assert getattr(ours, key) == (None if want is None else pytest.approx(want, rel=1e-12)), key
+        assert ours.memory == theirs.memory
 
 
 def test_custom_figures_move_the_answer_and_bad_ones_are_refused_in_words():
     base = whatif.answer(LLAMA, link.custom_hardware(link.DEFAULTS), whatif.Scenario())
     faster = whatif.answer(LLAMA, link.custom_hardware({**link.DEFAULTS, "cbw": 6700.0}), whatif.Scenario())
-    assert faster["tpot_s"] < base["tpot_s"] * 0.6  # decode follows the bandwidth
-    assert faster["ttft_s"] == pytest.approx(base["ttft_s"], rel=0.2)  # a 1k prefill mostly does not
+    assert faster.tpot_s < base.tpot_s * 0.6  # decode follows the bandwidth
+    assert faster.ttft_s == pytest.approx(base.ttft_s, rel=0.2)  # a 1k prefill mostly does not
     small = whatif.answer(LLAMA, link.custom_hardware({**link.DEFAULTS, "cmem": 8.0}), whatif.Scenario())
-    assert not small["memory"]["fits"] and small["memory"]["devices_needed"] >= 3
+    assert not small.memory.fits and small.memory.devices_needed >= 3
     with pytest.raises(ValueError, match="no published fp8 peak"):
         whatif.answer(LLAMA, link.custom_hardware({**link.DEFAULTS, "cfp8": 0.0}),
                       whatif.Scenario(compute_dtype="fp8"))
@@ -67,10 +69,10 @@ def test_the_compute_dtype_is_its_own_setting():
     prompt = whatif.Scenario(prompt_len=8192, batch=4, weight_dtype="int4")
     bf16 = whatif.answer(LLAMA, h100, prompt)
     fp8 = whatif.answer(LLAMA, h100, dataclasses.replace(prompt, compute_dtype="fp8"))
-    assert bf16["settings"]["compute_dtype"] == "bf16"  # int4 weights: bf16 by default (no int4 peak)
-    assert fp8["ttft_s"] < 0.7 * bf16["ttft_s"]  # a long prefill is compute-bound: twice the peak
-    assert fp8["peak_flops_datasheet"] == pytest.approx(2 * bf16["peak_flops_datasheet"], rel=1e-3)
-    assert fp8["bandwidth_datasheet"] == bf16["bandwidth_datasheet"]
+    assert bf16.settings.compute_dtype == "bf16"  # int4 weights: bf16 by default (no int4 peak)
+    assert fp8.ttft_s < 0.7 * bf16.ttft_s  # a long prefill is compute-bound: twice the peak
+    assert fp8.peak_flops_datasheet == pytest.approx(2 * bf16.peak_flops_datasheet, rel=1e-3)
+    assert fp8.bandwidth_datasheet == bf16.bandwidth_datasheet
     with pytest.raises(ValueError, match="no published fp8 peak"):
         whatif.answer(LLAMA, a100, dataclasses.replace(prompt, compute_dtype="fp8"))
     with pytest.raises(ValueError, match="no matmul peak"):
@@ -94,11 +96,14 @@ def test_this_server_uses_its_calibration_and_the_embedded_models_fit(quick_cal,
     assert carried.overhead_s != own.overhead_s  # the ceilings are the shape's own: 24 layers, not 30
     ans = whatif.answer(SMOL, host, dataclasses.replace(s, compute_dtype="bf16", assumptions={
         "bandwidth_efficiency": 0.1}))
-    assert ans["settings"]["compute_dtype"] == "fp32"  # the runner multiplies in the weights' dtype
+    assert ans.settings.compute_dtype == "fp32"  # the runner multiplies in the weights' dtype
     plain = whatif.answer(SMOL, host, s)
-    assert ans["tpot_s"] == plain["tpot_s"]  # the sliders are datasheet assumptions, not this server's
-    assert "fitted on this model's own forwards" in ans["host_fit"]
-    assert "carried over" in whatif.answer(qwen, host, s)["host_fit"]
+    assert ans.tpot_s == plain.tpot_s  # the sliders are datasheet assumptions, not this server's
+    assert ans.host_fit is not None and ans.host_fit.transferred_from is None  # fitted on its own forwards
+    carried = whatif.answer(qwen, host, s).host_fit
+    assert carried is not None and carried.transferred_from
+    assert "fitted on this model's own forwards" in whatif_text.host_fit(ans.host_fit)
+    assert "carried over" in whatif_text.host_fit(carried)
     with pytest.raises(ValueError, match="one machine"):
         whatif.answer(SMOL, host, dataclasses.replace(s, tp=2))
     with pytest.raises(ValueError, match="fp32 or bf16 only"):
@@ -177,7 +182,7 @@ def test_page_prices_custom_figures_from_the_link():
     text = "".join(md.value for md in at.markdown)
     assert "Custom GPU (your figures)" in text
     expected = whatif.answer(LLAMA, link.custom_hardware({**link.DEFAULTS, "cbw": 6700.0}), whatif.Scenario())
-    assert {m.label: m.value for m in at.metric}["Time per output token"] == f"{expected['tpot_s'] * 1e3:.2f} ms"
+    assert {m.label: m.value for m in at.metric}["Time per output token"] == f"{expected.tpot_s * 1e3:.2f} ms"
 
 
 def test_page_on_this_server_before_and_after_calibration(quick_cal, cache_dir):

@@ -247,7 +247,7 @@ def whatif_recompute() -> dict[str, float]:
         ans = whatif.answer(spec, hw, s)
         summary(ans)
         for fig in (figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, hw, s), s.batch),
-                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], batch),
+                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans.crossover_tokens, batch),
                     figs.time_split(ans), figs.memory_stack(ans)):
             json.dumps(fig)  # what st.plotly_chart sends
         times.append(1000 * (time.perf_counter() - start))
@@ -279,7 +279,7 @@ def whatif_host_recompute() -> dict[str, float]:
         ans = whatif.answer(spec, hw, s)
         summary(ans)
         for fig in (figs.roofline(ans), figs.batch_tradeoff(whatif.batch_sweep(spec, hw, s), s.batch),
-                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"], 1),
+                    figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans.crossover_tokens, 1),
                     figs.time_split(ans), figs.memory_stack(ans),
                     figs.host_measured(whatif.host_curves(spec, hw, s, 43), host_points.all_points(), [])):
             json.dumps(fig)

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from app.shared import palette as pal
+from core import whatif
 
 GIGA = 1e9
 PART_NAMES = {"attn_proj": "attention projections", "attn_scores": "attention scores",
@@ -35,19 +36,19 @@ def _two_panels(layout: dict[str, Any], titles: tuple[str, str]) -> None:
                              for t, d in zip(titles, (LEFT, RIGHT), strict=True)]
 
 
-def roofline(ans: dict[str, Any]) -> Figure:
+def roofline(ans: whatif.Answer) -> Figure:
     """The machine's datasheet roof, the roof after the efficiency assumptions, and where the
     prefill and a typical decode step land (predicted time)."""
-    pre, dec = ans["prefill"], ans["decode_step"]
-    a = ans["assumptions"]
-    peak = ans["peak_flops_datasheet"] / GIGA
-    bandwidth = ans["bandwidth_datasheet"] / GIGA  # GB/s: GFLOP/s per FLOP/byte
-    lo, hi = 0.05, max(1e4, pre["intensity"] * 3)
+    pre, dec = ans.prefill, ans.decode_step
+    a = ans.assumptions
+    peak = ans.peak_flops_datasheet / GIGA
+    bandwidth = ans.bandwidth_datasheet / GIGA  # GB/s: GFLOP/s per FLOP/byte
+    lo, hi = 0.05, max(1e4, pre.intensity * 3)
     data = []
     roofs = ((("datasheet roof", peak, bandwidth, "solid"),
               ("roof after the assumed efficiencies", peak * a["compute_efficiency"],
                bandwidth * a["bandwidth_efficiency"], "dash"))
-             if not ans.get("host_measured") else (("this server's measured roof (its calibration)", peak, bandwidth,
+             if not ans.host_measured else (("this server's measured roof (its calibration)", peak, bandwidth,
                                                     "solid"),))
     for label, p, bw, dash in roofs:
         ridge = p / bw
@@ -56,10 +57,10 @@ def roofline(ans: dict[str, Any]) -> Figure:
                      "hoverinfo": "skip"})
     for point, name, colour, symbol in ((pre, "prefill (predicted)", pal.PREFILL, "diamond"),
                                         (dec, "a decode step (predicted)", pal.DECODE, "circle")):
-        data.append({"type": "scatter", "x": [point["intensity"]], "y": [point["flops_per_s"] / GIGA],
+        data.append({"type": "scatter", "x": [point.intensity], "y": [point.flops_per_s / GIGA],
                      "mode": "markers", "name": name, "marker": {"color": colour, "size": 14, "symbol": symbol},
                      "hovertemplate": "%{x:.3g} FLOP/byte · %{y:.3g} GFLOP/s<extra>" + name + "</extra>"})
-    y_lo = min(bandwidth * lo, dec["flops_per_s"] / GIGA) / 2
+    y_lo = min(bandwidth * lo, dec.flops_per_s / GIGA) / 2
     layout = pal.base_layout("Roofline: where each phase runs (predicted)", height=400)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
                        "range": [math.log10(lo), math.log10(hi)], **pal.decade_ticks(lo, hi)}
@@ -131,24 +132,24 @@ def experts_read(curve: dict[str, list[float]], n_experts: int, per_token: int, 
     return {"data": data, "layout": layout}
 
 
-def time_split(ans: dict[str, Any]) -> Figure:
+def time_split(ans: whatif.Answer) -> Figure:
     """Each phase's predicted time split into the predictor's terms, and its FLOPs by part."""
     layout = pal.base_layout("Where each phase's time and arithmetic go", height=430, barmode="stack")
     _two_panels(layout, ("Predicted time by term", "FLOPs by part (counted)"))
-    phases = [("prefill", ans["prefill"]), ("one decode step", ans["decode_step"])]
+    phases = [("prefill", ans.prefill), ("one decode step", ans.decode_step)]
     names = [n for n, _ in phases]
     colours = {"overhead": pal.GREY, "memory": pal.WEIGHTS, "kv": pal.KV_READ, "compute": pal.GREEN,
                "prefill_extra": pal.YELLOW, "allreduce": pal.PURPLE}
     data = []
     for term, name in TERM_NAMES.items():
-        ys = [100 * p["terms_s"].get(term, 0.0) / p["time_s"] if p["time_s"] else 0 for _, p in phases]
+        ys = [100 * p.terms_s.get(term, 0.0) / p.time_s if p.time_s else 0 for _, p in phases]
         if any(ys):
             data.append({"type": "bar", "x": names, "y": ys, "name": name + " (predicted)",
                          "marker": {"color": colours[term]},
                          "hovertemplate": "%{x}: %{y:.1f}% of its time<extra>" + name + "</extra>"})
     # distinct from the term colours beside them: a part is not a term
     part_colours = {"attn_proj": pal.BLUE, "attn_scores": "#000000", "mlp": pal.ORANGE, "lm_head": pal.YELLOW}
-    parts = ans["flops_by_part"]
+    parts = ans.flops_by_part
     totals = [sum(parts["prefill"].values()), sum(parts["decode_step"].values())]
     for part, name in PART_NAMES.items():
         vals = [parts["prefill"][part], parts["decode_step"][part]]
@@ -161,17 +162,17 @@ def time_split(ans: dict[str, Any]) -> Figure:
     return pal.fit_legend({"data": data, "layout": layout})
 
 
-def memory_stack(ans: dict[str, Any]) -> Figure:
+def memory_stack(ans: whatif.Answer) -> Figure:
     """Weights, KV cache and activations against the device's memory (counted; activations estimated)."""
-    m = ans["memory"]
-    data = [{"type": "bar", "x": ["needed"], "y": [m[key] / GIGA], "name": name, "marker": {"color": colour},
+    m = ans.memory
+    data = [{"type": "bar", "x": ["needed"], "y": [getattr(m, key) / GIGA], "name": name, "marker": {"color": colour},
              "hovertemplate": "%{y:.3g} GB<extra>" + name + "</extra>"}
             for key, name, colour in (("weights", "weights (counted)", pal.WEIGHTS),
                                       ("kv", "KV cache at the end (counted)", pal.KV_READ),
                                       ("activations", "activations at the prefill (estimated)", pal.GREEN))]
     layout = pal.base_layout("Memory against one device", height=380, barmode="stack")
-    cap = m["capacity"] / GIGA
-    layout["yaxis"] = {"title": {"text": "GB"}, "range": [0, max(m["total"] / GIGA, cap) * 1.15]}
+    cap = m.capacity / GIGA
+    layout["yaxis"] = {"title": {"text": "GB"}, "range": [0, max(m.total / GIGA, cap) * 1.15]}
     layout["shapes"] = [{"type": "line", "x0": 0, "x1": 1, "xref": "paper", "y0": cap, "y1": cap, "yref": "y",
                          "line": {"color": pal.GREY, "dash": "dash", "width": 2}}]
     layout["annotations"] = [{"text": f"one device: {cap:,.0f} GB", "x": 0, "y": cap, "xref": "paper", "yref": "y",

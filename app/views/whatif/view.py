@@ -40,7 +40,7 @@ def render() -> None:
     left, right = st.columns(2, gap="large")
     with left:
         st.plotly_chart(figs.roofline(ans), key="wi_chart_roofline")
-        st.plotly_chart(figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans["crossover_tokens"],
+        st.plotly_chart(figs.bytes_by_context(whatif.bytes_per_step_by_context(spec, s), ans.crossover_tokens,
                                               s.batch), key="wi_chart_bytes")
         st.plotly_chart(figs.memory_stack(ans), key="wi_chart_memory")
     with right:
@@ -78,27 +78,27 @@ def _this_server(spec, hardware, s: whatif.Scenario) -> None:
                "is the median of its run's decode steps, placed at the median context they attended over.")
 
 
-def _tiles(ans: dict[str, Any]) -> None:
-    m = ans["memory"]
+def _tiles(ans: whatif.Answer) -> None:
+    m = ans.memory
     cols = st.columns(5)
-    cols[0].metric("Time to first token", text.ms(ans["ttft_s"]), help="predicted: the prefill of the whole prompt")
-    cols[1].metric("Time per output token", text.ms(ans["tpot_s"]),
+    cols[0].metric("Time to first token", text.ms(ans.ttft_s), help="predicted: the prefill of the whole prompt")
+    cols[1].metric("Time per output token", text.ms(ans.tpot_s),
                    help="predicted: the mean decode step, priced step by step as the cache grows")
-    rate = ans["tokens_per_s_total"]
+    rate = ans.tokens_per_s_total
     cols[2].metric("Tokens per second", "–" if rate is None else f"{rate:,.0f}",
                    help="predicted: all sequences of the batch together")
-    cols[3].metric("Whole answer", text.ms(ans["total_s"]), help="predicted: prefill plus every decode step")
-    cols[4].metric("Memory" if ans["tp"] == 1 else "Memory per device", text.gb(m["total"]),
+    cols[3].metric("Whole answer", text.ms(ans.total_s), help="predicted: prefill plus every decode step")
+    cols[4].metric("Memory" if ans.tp == 1 else "Memory per device", text.gb(m.total),
                    help="counted: weights and the final KV cache; activations estimated")
-    verdict = "fits" if m["fits"] else f"does not fit: needs {m['devices_needed']} devices' memory"
-    cols[4].caption(f"of {m['capacity'] / 1e9:,.0f} GB per device: {verdict}")
+    verdict = "fits" if m.fits else f"does not fit: needs {m.devices_needed} devices' memory"
+    cols[4].caption(f"of {m.capacity / 1e9:,.0f} GB per device: {verdict}")
 
 
-def _sources(ans: dict[str, Any], hardware: Any) -> None:
+def _sources(ans: whatif.Answer, hardware: Any) -> None:
     with st.expander("Sources and assumptions"):
-        a = ans["assumptions"]
+        a = ans.assumptions
         if hardware.measured:
-            fit = ans.get("host_fit") or "no fit yet: the unfitted roofline coefficients"
+            fit = text.host_fit(ans.host_fit)
             assumed = ("Calibrated, not assumed: this server's measured bandwidth (per matrix width), matmul "
                        f"peak and per-forward overheads, with coefficients {fit}. The efficiency sliders do not "
                        "apply here.")
@@ -109,7 +109,7 @@ def _sources(ans: dict[str, Any], hardware: Any) -> None:
         st.markdown(
             f"- **{hardware.label}** ({hardware.variant}): {hardware.source}\n"
             f"- {hardware.notes}\n"
-            f"- Model: {ans['model']}, {ans['params']:,} parameters (counted from its config).\n"
+            f"- Model: {ans.model}, {ans.params:,} parameters (counted from its config).\n"
             f"- {assumed}\n"
             "- Tensor parallelism: two ring all-reduces of the activations per layer over the preset's link "
             "(per-direction bandwidth, cited latency). Mixtures of experts: uniform routing over the experts.")
