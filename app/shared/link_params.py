@@ -40,8 +40,8 @@ def parse(raw: Mapping[str, Sequence[str]], defaults: Mapping[str, Any],
         text = str(values[-1])[:MAX_VALUE_CHARS]
         value = checks[key](text)
         if value is None:
-            notices.append(f"The link's {key}={text!r} could not be used; it shows the default "
-                           f"({defaults[key]}) instead.")
+            shown = f"the default ({defaults[key]})" if defaults[key] not in ("", None) else "none"
+            notices.append(f"The link's {key}={text!r} could not be used; it shows {shown} instead.")
         else:
             out[key] = value
     return out, notices
