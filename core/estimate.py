@@ -1,8 +1,9 @@
 """Cost and predicted time of a whole generation without running a model (`python -m core estimate`).
 
-Decode is priced at every step (step i runs over prompt_len + i - 1 cached tokens, so the growing
-cache is priced as it grows, not at its final length), summed in closed form by the same
-core.deployment.decode_time_s the what-if page uses: one timer for a whole generation.
+On a datasheet machine this is an adapter over the what-if answer (core.whatif.answer): its times,
+all-reduces and memory, beside the FLOP and byte counts of core.cost.estimate. On "host" (this
+machine, calibrated) the calibrated predictor prices the same counts, decode summed in closed form by
+core.deployment.decode_time_s, the what-if page's one timer for a whole generation.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     if prompt_len + gen_len - 1 > spec.max_positions:
         raise ValueError(f"prompt-len + gen-len - 1 = {prompt_len + gen_len - 1} exceeds {spec.name}'s "
                          f"context window of {spec.max_positions}")
+    if tp != 1 and hardware == "host":
+        raise ValueError("--tp needs a datasheet preset: 'host' is this one machine")
     w_dt = normalize_dtype(dtype)
     kv_dt = normalize_dtype(kv_dtype) if kv_dtype else default_companion_dtype(w_dt)
     # latent attention runs as this project's runner runs it on "host", as serving engines do elsewhere
@@ -41,46 +44,52 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     pred = predictor_for(spec, hardware, w_dt, measure=measure)
     kwargs = {"weight_dtype": w_dt, "kv_dtype": kv_dt, "lm_head_tokens": 1, "mla_form": mla_form}
     prefill_cost = forward_cost(spec, prompt_len, 0, batch, **kwargs)
-    result["prefill"]["time_s"] = pred.predict_s(prefill_cost, "prefill")
     result["prefill"]["intensity"] = prefill_cost.intensity
-    steps = gen_len - 1
-    decode_time = decode_time_s(pred, result["decode"])
-    result["decode"]["time_s"] = decode_time
-    result["decode"]["tpot_s"] = decode_time / steps if steps else None
-    result["ttft_s"] = result["prefill"]["time_s"]
-    result["total_s"] = result["prefill"]["time_s"] + decode_time
     result["model"] = spec.name
     result["hardware"] = hardware
     result["batch"] = batch
     result["predictor"] = pred.describe()
     result["tp"] = tp
-    _add_fit(result, spec, hardware, prompt_len, gen_len, batch, w_dt, kv_dt, tp, measure)
+    if hardware == "host":  # this machine, calibrated: its predictor prices the generation directly
+        steps = gen_len - 1
+        decode_time = decode_time_s(pred, result["decode"])
+        _times(result, pred.predict_s(prefill_cost, "prefill"), decode_time, decode_time / steps if steps else None)
+        _host_memory(result, spec, batch, prompt_len, w_dt, measure)
+    else:  # a datasheet machine: the what-if answer, read as this command's fields
+        _from_answer(result, spec, hardware, prompt_len, gen_len, batch, w_dt, kv_dt, tp)
     return result
 
 
-def _add_fit(result: dict[str, Any], spec: Any, hardware: str, prompt_len: int, gen_len: int, batch: int,
-             w_dt: str, kv_dt: str, tp: int, measure: bool) -> None:
-    """Memory against the device ("fits", "shortfall_bytes"), and for tp > 1 the split times."""
-    from core import deployment, whatif
+def _times(result: dict[str, Any], ttft: float, decode: float, tpot: float | None) -> None:
+    result["ttft_s"] = result["prefill"]["time_s"] = ttft
+    result["decode"]["time_s"], result["decode"]["tpot_s"] = decode, tpot
+    result["total_s"] = ttft + decode
+
+
+def _host_memory(result: dict[str, Any], spec: Any, batch: int, prompt_len: int, w_dt: str, measure: bool) -> None:
+    """The host's memory against the weights, the final cache and the prefill's activations."""
+    from core import deployment
     from core.calibrate import resolve_hardware
 
-    if tp != 1 and hardware == "host":
-        raise ValueError("--tp needs a datasheet preset: 'host' is this one machine")
-    hw = resolve_hardware(hardware, measure=measure)
+    hw = resolve_hardware("host", measure=measure)
+    a = default_companion_dtype(w_dt)
+    need = (deployment.weight_memory_bytes(spec, w_dt, a) + result["kv_bytes_final"]
+            + deployment.activation_memory_bytes(spec, batch, prompt_len, a))
+    result["memory_bytes"], result["fits"] = need, need <= hw.memory_bytes
+    result["shortfall_bytes"] = max(0, need - hw.memory_bytes)
+
+
+def _from_answer(result: dict[str, Any], spec: Any, hardware: str, prompt_len: int, gen_len: int, batch: int,
+                 w_dt: str, kv_dt: str, tp: int) -> None:
+    """Times (per device, all-reduces included) and memory against the device, from core.whatif.answer."""
+    from core import deployment, whatif
+    from core.hardware import load_hardware
+
     scenario = deployment.Scenario(batch=batch, prompt_len=prompt_len, gen_len=gen_len, weight_dtype=w_dt,
-                               kv_dtype=kv_dt, tp=tp)
-    if hardware == "host":  # the host's times stay the calibrated predictor's; only its memory is checked
-        a = default_companion_dtype(w_dt)
-        need = (deployment.weight_memory_bytes(spec, w_dt, a) + result["kv_bytes_final"]
-                + deployment.activation_memory_bytes(spec, batch, prompt_len, a))
-        result["memory_bytes"], result["fits"] = need, need <= hw.memory_bytes
-        result["shortfall_bytes"] = max(0, need - hw.memory_bytes)
-        return
-    ans = whatif.answer(spec, hw, scenario)
+                                   kv_dtype=kv_dt, tp=tp)
+    ans = whatif.answer(spec, load_hardware(hardware), scenario)
+    _times(result, ans.ttft_s, ans.decode_s, ans.tpot_s)
     m = ans.memory
     result["memory_bytes"], result["fits"], result["shortfall_bytes"] = m.total, m.fits, m.shortfall
     if tp > 1:
-        result["ttft_s"] = result["prefill"]["time_s"] = ans.ttft_s
-        result["decode"]["time_s"], result["decode"]["tpot_s"] = ans.decode_s, ans.tpot_s
-        result["total_s"] = ans.total_s
         result["allreduce_s_per_decode_step"] = ans.decode_step.terms_s["allreduce"]
