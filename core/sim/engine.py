@@ -128,8 +128,7 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         if step.learned_positions:
             from core.cost import _position_rows
             positions = _position_rows([(r.n_new + r.pad, r.seq.prefilled, 1) for r in rows], step.learned_positions)
-        dt = step.seconds(sums.rows, sums.tokens, sums.held, sums.pairs, sums.multi, positions,
-                          sums.latent if step.latent is not None else (0, 0, 0))
+        dt = step.seconds_of(sums, positions)
         if admitted:
             skipped = []
             found = 0

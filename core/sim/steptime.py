@@ -69,10 +69,6 @@ class StepTime:
         """What the row sums need of the model (core.cost.row_sums adds them up)."""
         return RowShape(self.n_layers, self.sliding, self.latent)
 
-    def held(self, n_cached: int) -> int:
-        """Cached positions a row reads, summed over layers."""
-        return self.shape.held(n_cached)
-
     def seconds(self, rows: int, tokens: int, held: int, pairs: int, multi: bool, positions: int = 0,
                 latent: tuple[int, int, int] = (0, 0, 0)) -> float:
         """The iteration's time from its sums (see the module docstring); `latent` is (latent pairs,
@@ -85,18 +81,22 @@ class StepTime:
 
     def sums(self, rows: Sequence[tuple[int, int]]) -> tuple[int, int, int, bool, tuple[int, int, int]]:
         """(tokens, held, pairs, any multi-token row, latent sums) of (n_new, n_cached) rows: see `seconds`."""
-        return self.sums_of(row_sums(self.shape, rows))
+        r = row_sums(self.shape, rows)
+        return r.tokens, r.held, r.pairs, r.multi, self._latent(r)
 
-    def sums_of(self, r: RowSums) -> tuple[int, int, int, bool, tuple[int, int, int]]:
-        """`seconds`' arguments from core.cost's row sums (the latent ones only for latent attention)."""
-        return r.tokens, r.held, r.pairs, r.multi, (r.latent if self.latent is not None else (0, 0, 0))
+    def _latent(self, r: RowSums) -> tuple[int, int, int]:
+        """The latent sums count only for latent attention (elsewhere they would repeat held and tokens)."""
+        return r.latent if self.latent is not None else (0, 0, 0)
+
+    def seconds_of(self, r: RowSums, positions: int = 0) -> float:
+        """The iteration's time from core.cost's row sums (what the event loop prices)."""
+        return self.seconds(r.rows, r.tokens, r.held, r.pairs, r.multi, positions, self._latent(r))
 
     def of_rows(self, rows: Sequence[tuple[int, int]]) -> float:
         """The iteration's time from its (n_new, n_cached) rows: the sums, then `seconds`."""
-        tokens, held, pairs, multi, latent = self.sums(rows)
         positions = (_position_rows([(n, c, 1) for n, c in rows], self.learned_positions)
                      if self.learned_positions else 0)
-        return self.seconds(len(rows), tokens, held, pairs, multi, positions, latent)
+        return self.seconds_of(row_sums(self.shape, rows), positions)
 
     @classmethod
     def fit(cls, spec: ModelSpec, hardware: HardwareSpec, scenario, pred=None) -> StepTime:
