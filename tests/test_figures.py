@@ -259,7 +259,7 @@ def test_queue_is_fifo_and_reports_positions():
 
 def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
     from app.shared import model as model_service
-    from app.views.live.runs import GenerationRun
+    from app.shared.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     q = RunQueue()
@@ -283,7 +283,7 @@ def test_generation_run_in_background_and_stop(tiny_model, monkeypatch):
 def test_abandoned_run_ends_itself(tiny_model, monkeypatch):
     from app.shared import jobs
     from app.shared import model as model_service
-    from app.views.live.runs import GenerationRun
+    from app.shared.runs import GenerationRun
 
     monkeypatch.setattr(model_service, "_ceilings", Ceilings())
     monkeypatch.setattr(jobs, "ABANDON_AFTER_S", 0.0)
@@ -637,7 +637,7 @@ def test_the_reported_paper_division_now_comes_out_as_printed():
     import dataclasses
     import re
 
-    from app.views.live import replay
+    from app.shared import replay
     from core.trace import bundled_traces, load_trace_file
 
     trace = load_trace_file(bundled_traces()["moon-facts"].read_bytes())
@@ -653,7 +653,7 @@ def test_a_tied_embedding_is_said_to_be_one_matrix():
     say so, or a reader doubles the idle share (reader check 9 expected about 42%, not 21%)."""
     import dataclasses
 
-    from app.views.live import replay
+    from app.shared import replay
 
     run = replay.bundled("sky-blue")
     assert run.ctx.tied_embeddings  # from the bundled config, as the live model's own config says

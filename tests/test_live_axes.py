@@ -15,7 +15,8 @@ import statistics
 
 import pytest
 
-from app.views.live import charts, figures, replay
+from app.shared import replay
+from app.views.live import charts, figures
 from core import perf
 from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 from tests.live_axes import assert_axes_cover_data, wait_settled
@@ -32,7 +33,7 @@ import streamlit as st
 
 from app.views.live import charts
 from app.views.live import component as live
-from app.views.live import replay
+from app.shared import replay
 
 run = replay.bundled({recording!r})
 st.title("Every live chart")

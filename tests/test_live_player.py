@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from app.shared import replay
 from app.views.live import component as live
-from app.views.live import replay
 from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 
 LIVE_DIR = ROOT / "app" / "views" / "live" / "js"
@@ -29,7 +29,7 @@ sys.path.insert(0, {root!r})
 import streamlit as st
 
 from app.views.live import component as live
-from app.views.live import replay
+from app.shared import replay
 
 run = replay.bundled("sky-blue")  # a recording: events and context without a model
 st.title("Charts alone")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from app.shared import model as model_service
+from app.shared import runs
 from app.shared.context import Ceilings
 from app.shared.jobs import RunQueue
-from app.views.live import runs
 from core.runner import GenerationSettings
 
 
@@ -78,7 +78,7 @@ def test_a_page_pass_and_a_forward_take_turns(tiny_model, monkeypatch):
 
 
 def test_turns_never_hang_a_side_that_waits_too_long():
-    from app.views.live.turns import Turns
+    from app.shared.turns import Turns
 
     turns = Turns(max_wait_s=0.2)
     with turns.forward():  # a forward that never ends in time: the page goes ahead after the limit
@@ -101,7 +101,7 @@ def test_page_turn_holds_the_model_only_for_an_active_live_run():
     (no model behind it) or no run at all, nothing waits."""
     from types import SimpleNamespace
 
-    from app.views.live.turns import Turns
+    from app.shared.turns import Turns
 
     def forward_wait(run: object, turns: Turns) -> float:
         with runs.page_turn(run), turns.forward() as waited:
@@ -118,7 +118,7 @@ def test_live_and_recorded_runs_answer_the_same_run_protocol(tiny_model):
     """The page reads `replay` and `bundled_name` from any run, never by getattr or from its label."""
     import typing
 
-    from app.views.live import replay
+    from app.shared import replay
 
     members = set(typing.get_type_hints(runs.Run)) | {"touch", "stop", "trace"}
     live = _run(tiny_model)

@@ -17,9 +17,9 @@ import streamlit as st
 from app.shared.context import RunContext, build_context
 from app.shared.experiment_results import this_machine
 from app.shared.model import cached_ceilings
+from app.shared.replay import recorded_on
 from app.shared.text import describe_weights, plain, stop_sentence
 from app.views.live import export, figures, lesson, panels, presenter, serving_sketch, state
-from app.views.live.replay import recorded_on
 
 
 def render(loaded: Any) -> None:

@@ -125,7 +125,7 @@ def waited_steps(events: list[Event]) -> list[int]:
 
 
 def pause_note(events: list[Event]) -> str:
-    """How often the model waited for its own page's redraws (app.views.live.turns), and where this
+    """How often the model waited for its own page's redraws (app.shared.turns), and where this
     run's slow steps fell against those waits: at or just after one, or away from every wait (other
     work on the cores). '' for a run that never waited (a replay, the command line)."""
     waited = waited_steps(events)

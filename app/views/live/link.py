@@ -17,12 +17,13 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from app.shared import replay
 from app.shared.text import plain
-from app.views.live import recordings, replay, state
+from app.views.live import recordings, state
 from core.share import DEFAULTS, link_notices, parse_query_params, to_query_params
 
 if TYPE_CHECKING:
-    from app.views.live.runs import Run
+    from app.shared.runs import Run
 
 TRACE_KEY = "trace"  # not part of core.share: names a bundled recording, ignored by other readers
 RECOVERED_KEY = "recovered"  # added by live.js when it reloads a page that went blank

@@ -14,9 +14,9 @@ from typing import Any
 
 import streamlit as st
 
+from app.shared.runs import page_turn
 from app.views.live import charts, lesson, state
 from app.views.live import component as live
-from app.views.live.runs import page_turn
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED
 
 # why a run ended, in the reader's words (the trace keeps the code names)
@@ -32,7 +32,7 @@ def status_of(run: Any) -> dict[str, str]:
     if run is None:
         return {"state": "idle", "text": "Press Generate to watch the model."}
     n = len(run.events)
-    if run.replay:  # a recorded trace (app.views.live.replay): no model behind it
+    if run.replay:  # a recorded trace (app.shared.replay): no model behind it
         return {"state": "replay", "text": f"Recorded run ({run.source}), {n} tokens, replayed at its recorded pace"}
     if run.status == "queued":
         pos = run.queue_position

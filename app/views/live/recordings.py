@@ -12,8 +12,9 @@ from typing import Any
 
 import streamlit as st
 
+from app.shared import replay
 from app.shared.text import describe_weights, plain, safe_name
-from app.views.live import export, replay, state
+from app.views.live import export, state
 from core.trace import TraceError, load_trace_file
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # .streamlit/config.toml maxUploadSize = 20 (MB)

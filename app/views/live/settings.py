@@ -12,8 +12,8 @@ from typing import Any
 import streamlit as st
 
 from app.shared.model import get_queue
+from app.shared.runs import GenerationRun
 from app.views.live import state
-from app.views.live.runs import GenerationRun
 from core import settings as server_settings
 from core.runner import GenerationSettings, SettingsError, encode_prompt
 from core.settings import PROMPT_BOX_MAX_CHARS, runs_per_minute

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.shared.model import start_calibration
+from app.shared.runs import page_turn
 from app.views.live import (
     after_run,
     lesson,
@@ -21,7 +22,6 @@ from app.views.live import (
     settings,
     state,
 )
-from app.views.live.runs import page_turn
 
 TITLE = "Prefill & Decode Lab"
 PAGE_CSS = """

@@ -21,7 +21,7 @@ from app.shared.jobs import next_id
 from core import perf
 from core.trace import Trace, bundled_traces, load_trace_file
 
-MODELS_DIR = Path(__file__).resolve().parents[3] / "assets" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 DEFAULT_BUNDLED = "sky-blue"  # the page's default prompt and settings
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
 

@@ -18,7 +18,7 @@ from app.shared import host_points
 from app.shared.context import RunContext, build_context
 from app.shared.jobs import ModelJob, RunQueue
 from app.shared.model import get_ceilings, make_annotator
-from app.views.live.turns import Turns
+from app.shared.turns import Turns
 from core.runner import GenerationSettings, environment, run
 from core.settings import bench_log
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
@@ -31,7 +31,7 @@ PAGE_SETTLE_MAX_S = 3.0
 
 class Run(Protocol):
     """What the page reads of the run on screen, live or recorded: a GenerationRun (this server's
-    model, now) or an app.views.live.replay.ReplayRun (a trace: bundled, or a reader's file)."""
+    model, now) or an app.shared.replay.ReplayRun (a trace: bundled, or a reader's file)."""
 
     id: int
     events: list[Event]
@@ -67,7 +67,7 @@ class GenerationRun(ModelJob):
         self.wall: list[float] = []  # seconds from the prefill's start to each event's arrival
         self.ctx: RunContext | None = None
         self.stop_reason: str | None = None
-        self.turns = Turns()  # the model's forwards and this run's page redraws (app.views.live.turns)
+        self.turns = Turns()  # the model's forwards and this run's page redraws (app.shared.turns)
 
     def page_drawn(self) -> None:
         """The page that started this run has finished its script pass: timing may begin."""
@@ -140,7 +140,7 @@ class GenerationRun(ModelJob):
 
 @contextlib.contextmanager
 def page_turn(run: Any) -> Iterator[None]:
-    """Hold the model between forwards while this pass draws the page of `run` (app.views.live.turns).
+    """Hold the model between forwards while this pass draws the page of `run` (app.shared.turns).
     Runs without a model behind them (replays) and finished runs have nothing to hold."""
     turns = getattr(run, "turns", None)
     if turns is None or not getattr(run, "active", False):
