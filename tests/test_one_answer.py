@@ -13,7 +13,8 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parent.parent / "core"
 ONCE = {"compute_bound_batch": "core/perf.py", "crossover_tokens": "core/perf.py", "decode_split_s": "core/perf.py",
-        "row_sums": "core/cost.py"}
+        "row_sums": "core/cost.py", "decode_time_s": "core/deployment.py", "step_time_s": "core/deployment.py",
+        "allreduce_s": "core/deployment.py", "kv_blocks_available": "core/deployment.py"}
 
 
 def _definitions() -> Counter:
