@@ -116,6 +116,10 @@ def test_the_live_page_with_the_keyboard_alone(app_server, browser):
         page.keyboard.press("Space")
         page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'paused'", timeout=10_000)
         shown = live_state(page)["shown"]
+        # a step forward shows the next step received; paused at the newest one it has nothing to show
+        # until the model (still running) sends another, so wait for one, as the page reports it
+        page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {shown}",
+                               timeout=60_000)
         page.keyboard.press("ArrowRight")
         page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.shown) === {shown + 1}",
                                timeout=10_000)
