@@ -47,7 +47,7 @@ def test_live_page_after_a_run_has_no_serious_violation(app_server, browser):
         page.get_by_label("Prompt").wait_for(timeout=180_000)
         page.get_by_role("button", name="Generate").click()
         _wait_run_settled(page)
-        page.get_by_text("What is prefill versus decode?").first.wait_for(timeout=60_000)  # the after-run lesson
+        page.locator(".st-key-pd_answer_serving").wait_for(timeout=60_000)  # the after-run lesson
         _idle(page)
         _assert_clean(page, "live")
 

@@ -63,8 +63,8 @@ def test_generate_shows_the_answer():
     # the run's summary names the machine its times were measured on (recordings name theirs)
     from app.shared.experiment_results import this_machine
 
-    summary = [c.value for c in at.caption if "prompt tokens ·" in c.value]
-    assert summary and f"measured on this server, {this_machine()}" in summary[0]
+    summary = [c.value for c in at.caption if "· cache:" in c.value]
+    assert summary and f"Run on this server, {this_machine()}" in summary[0]
 
 
 def test_empty_prompt_is_a_warning_not_a_crash():

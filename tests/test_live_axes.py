@@ -70,7 +70,7 @@ def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:
                  *(a["text"] for a in fig["layout"].get("annotations", []))]
         assert not [w for w in words if "core." in w], words
         assert all(any(k in t["name"] for k in ("measured", "computed", "predicted")) for t in fig["data"])
-    assert "computed from the model's shapes" in traffic["layout"]["title"]["text"]
+    assert f"{ctx.weight_bytes / 1e6:,.0f} MB" in traffic["layout"]["title"]["text"]  # the finding, with its size
     first = figures.latency_base(ctx)["layout"]["title"]["text"]  # before any step: the line is there
     assert "prediction error" in first
 

@@ -111,7 +111,7 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     """Titles, notes and legends are HTML that follows the run (Plotly draws none of them), and a
     legend entry still hides its series."""
     kv = page.locator(".pd-chart[data-chart=kv]")
-    assert f"{state['kvColumns']} positions × 30 layers" in kv.locator(".pd-chart-title").inner_text()
+    assert f"{state['kvColumns']} positions × 30 layers" in kv.locator(".pd-chart-sub").inner_text()
     notes = kv.locator(".pd-chart-notes").inner_text()
     assert f"prefill: {state['prompt']} positions" in notes and "decode: +1 column per step" in notes, notes
     assert kv.locator(".gtitle").count() == 0 and kv.locator(".annotation").count() == 0
@@ -162,7 +162,7 @@ def test_pause_step_and_midrun_click_then_stop(app_server, tall_page):
     page.wait_for_function(f"document.querySelector('.pd-controls').dataset.shown == '{shown + 1}'", timeout=10_000)
     page.get_by_role("button", name="▶ Real time").click()
     # a click on another widget mid-run starts a full rerun; the run and the live view carry on
-    page.get_by_text("Sampling (default: greedy, always the most likely next token)").click()
+    page.get_by_text("Sampling (default: greedy)").click()
     before = live_state(page)["available"]
     page.wait_for_function(f"Number(document.querySelector('.pd-controls').dataset.available) > {before + 2}",
                            timeout=60_000)

@@ -51,10 +51,10 @@ def test_batching_figure_marks_the_predicted_crossover():
     fig = panel_figures.batching_figure({"rows": rows, "predicted": predicted, "compute_bound_from": 20.0,
                                          "roofline": roofline})
     assert {t.name for t in fig.data} == {"measured here", "predicted (latency model)",
-                                          "compute-bound from batch ≈ 20 (predicted)",
-                                          "roofline estimate: batch ≈ 22 (computed)"}  # in the legend too
-    assert any("compute-bound" in (a.text or "") and "predicted" in a.text for a in fig.layout.annotations)
-    assert any("roofline estimate" in (a.text or "") and "22 (computed)" in a.text for a in fig.layout.annotations)
+                                          "compute-bound from batch ≈ 20 (predicted)"}  # in the legend too
+    assert sum(1 for s in fig.layout.shapes if s.type == "line") == 2  # the crossover, in both panels
+    # one batching threshold on the chart: the roofline estimate is given in words, one click down
+    assert not any("roofline estimate" in (a.text or "") for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
     summary = panel_figures.batching_summary({"rows": rows, "compute_bound_from": 20.0})
     assert "Measured" in summary and "Latency model (predicted)" in summary and "20" in summary
@@ -279,15 +279,15 @@ def test_compare_summary_says_when_the_no_cache_prediction_runs_off_the_measurem
 
 def test_a_recordings_batching_chart_draws_one_machine_only():
     """This server's roofline estimate used to be drawn on the recording machine's chart (two machines on
-    one chart, unsaid); it is given in words only, and the recording's own estimate says whose it is."""
+    one chart, unsaid); it is given in words only, and so is the recording's own (one threshold per chart)."""
     rows = [{"batch": b, "decode step ms (measured, median)": 60.0 + b, "tokens/s (measured)": b * 1000 / (60 + b),
              "prefill ms (measured)": 140.0} for b in (1, 2, 4)]
     result = {"rows": rows, "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4}}
     fig = panel_figures.batching_figure(result, "the recording machine", "measured (recording)")
     notes = [a.text or "" for a in fig.layout.annotations]
     assert not any("this server" in n for n in notes)
-    assert any(n.startswith("recording machine's roofline estimate") and "29 (computed)" in n for n in notes)
-    assert len([s for s in fig.layout.shapes if s.type == "line"]) == 1  # the recording's estimate alone
+    assert not any("roofline estimate" in n for n in notes)  # the one threshold drawn is the predicted one
+    assert not [s for s in fig.layout.shapes if s.type == "line"]  # no crossover in this result: no line
     here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7}
     text = panel_figures.batching_summary(result, "the recording machine", here)
     assert "in words only: the chart holds the recording machine's numbers alone" in text

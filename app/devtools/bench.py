@@ -10,6 +10,9 @@ one single-line JSON object last:
                       view are not redrawn, so this counts what a reader watching the run sees)
   ui_generation_ratio decode tokens/s of the runner alone / decode tokens/s with the page drawing
                       (same prompt and settings; both from wall-clock time of the decode steps)
+  lesson_words_default words of the live page's visible text after the run, 1440x900, scrolled
+                      through, expanders closed, aria-hidden text left out (app.devtools.words)
+  lesson_words_total  the same with every expander open
 and, to explain them: each chart's median redraw time, the share of wall time the page's main
 thread was busy during the run (Chrome's TaskDuration), and the server's CPU use.
 
@@ -36,6 +39,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from app.devtools.words import lesson_words
 from app.views.live import charts
 from core.settings import chromium_path
 
@@ -142,6 +146,13 @@ def _page_run(page, url: str, server_pid: int) -> dict:
         drawMs: (window.pdLab || {}).drawMs || {},
         tiles: Array.from(document.querySelectorAll('.pd-tile')).map(t => t.innerText),
         available: Number(document.querySelector('.pd-controls').dataset.available)})""")}
+
+
+def _reading_words(page) -> dict[str, int]:
+    """The lesson's words after the bench's own default run, in a 1440x900 window (app.devtools.words)."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.get_by_test_id("pd-output").wait_for(timeout=120_000)  # the after-run sections are drawn
+    return lesson_words(page)
 
 
 BUSY_METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration")
@@ -329,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append((placement, _page_run(page, url, proc.pid)))
             _alone_on_server_core(alone, runs[0][0])
             _placement(proc.pid, False)
+            result.update(_reading_words(page))
             browser.close()
     finally:
         proc.terminate()

@@ -5,15 +5,18 @@
 Starts its own Streamlit server, generates once with the default prompt (or the one given) and the
 default token cap, waits
 until the page reports the run done, then saves the page's text and the page cut into tiles short
-enough for an image viewer. Needs the prepared model and Debian's Chromium.
+enough for an image viewer, the first screen at 1440x900 (first-screen.png), the reading path's
+word counts (words.json) and the text with every expander open (page-open.txt). Needs the prepared model and Debian's Chromium.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from app.devtools.bench import free_port, start_server, wait_healthy
+from app.devtools.words import lesson_words
 from core import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +68,13 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
                 return text; }"""))
             full = out / "page-full.png"
             page.screenshot(path=str(full), full_page=True)
+            page.set_viewport_size({"width": width, "height": 900})
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(out / "first-screen.png"))
+            words = lesson_words(page)  # opens every expander: after the screenshots
+            (out / "words.json").write_text(json.dumps(words) + "\n")
+            (out / "page-open.txt").write_text(page.evaluate(
+                "() => (document.querySelector('[data-testid=\"stMain\"]') || document.body).innerText"))
             browser.close()
     finally:
         proc.terminate()

@@ -278,16 +278,18 @@ def _clock(when: dt.datetime, now: dt.datetime) -> str:
             else f"{when:%H:%M} UTC on {when.day} {when:%B %Y}")
 
 
+# Said once, one click down, beside a recording's figures (the label above stays short).
+RECORDING_CAVEAT = ("Each bundled recording is its own session, and a shared machine's speed varies between "
+                    "sessions, so compare a recording's shapes with your run, not its milliseconds.")
+
+
 def label(m: Measurement, now: dt.datetime | None = None, can_measure: bool = True) -> str:
     """One line saying where and when the shown result was measured, and what the button does."""
     now = now or dt.datetime.now(dt.UTC)
     if m.source == "bundled":
-        then = ("press the button to measure on this server now" if can_measure
-                else "the button measures on this server once the model is ready")
-        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y} (a recording bundled with "
-                f"the app; each bundled recording is its own session, and a shared machine's speed varies between "
-                f"sessions, so compare shapes, not milliseconds; "
-                f"{then})")
+        then = "" if can_measure else " (the button measures this server once the model is ready)"
+        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y}: a recording bundled with "
+                f"the app, not your run{then}")
     if m.source == "server":
         return (f"Measured on this server at {_clock(m.measured_at, now)} by a reader's earlier run; press the "
                 "button to measure again")

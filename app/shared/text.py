@@ -40,8 +40,7 @@ def stop_sentence(reason: str | None, n_tokens: int, max_new_tokens: int | None)
     """Why the answer ends where it does, for the line under it."""
     if reason == "max_new_tokens":
         limit = max_new_tokens or n_tokens
-        return (f"The answer stops here because it reached the limit of {limit} new tokens set above, not "
-                "because the model had finished: it may end mid-sentence.")
+        return f"Cut off at the {limit}-token limit set above, not ended by the model: it may stop mid-sentence."
     if reason == "eos":
         return "The model ended the answer itself: it produced its end-of-turn token."
     if reason == "stopped":

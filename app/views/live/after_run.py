@@ -18,8 +18,8 @@ from app.shared.context import RunContext, build_context
 from app.shared.experiment_results import this_machine
 from app.shared.model import cached_ceilings
 from app.shared.replay import recorded_on
-from app.shared.text import describe_weights, plain, stop_sentence
-from app.views.live import export, figures, lesson, panels, presenter, serving_sketch, state
+from app.shared.text import stop_sentence
+from app.views.live import export, figures, lesson, panels, presenter, sections, serving_sketch, state
 
 
 def render(loaded: Any) -> None:
@@ -27,41 +27,55 @@ def render(loaded: Any) -> None:
     run = state.current_run()
     finished = run is not None and not run.active and bool(run.events)
     if presenter.active():  # minimal chrome: only what the current tour step needs
-        if finished:
-            render_answer(run)
         step = presenter.current_step(loaded is not None)
         if loaded is not None and step is not None and step["section"] == "compare":
             panels.compare_panel(loaded)
         elif loaded is not None and step is not None and step["section"] == "batching":
             panels.batching_panel(loaded)
         return
-    if finished:
-        st.divider()
-        render_answer(run)
-        render_layer_detail(run)
     ctx = run.ctx if run is not None and run.ctx is not None else None
     if ctx is None and loaded is not None:
         ctx = model_context(loaded)
     if ctx is None:
         return
     events = run.events if run is not None and run.ctx is not None else []
-    st.divider()
-    st.markdown(lesson.text("formulas", lesson.values_for(events, ctx)))
-    render_crossover(events, ctx)
-    panels.compare_panel(loaded)  # without the model: the recording, its button disabled
-    st.divider()
+    values = lesson.values_for(events, ctx)
+    render_cache(run if finished else None, events, ctx, values, loaded)
+    sections.heading("batching")
     panels.batching_panel(loaded)
-    st.divider()
-    render_serving(events, ctx)
+    render_serving(events, ctx, values)
+    render_appendix(loaded, values)
+
+
+def render_cache(run: Any, events: list, ctx: RunContext, values: dict[str, str], loaded: Any) -> None:
+    """How the KV cache affects latency: where its reads would overtake the weights', and the cache
+    switched on and off; the grouped-query heads of one layer one click down."""
+    sections.heading("cache")
+    panels.compare_panel(loaded, values)  # without the model: the recording, its button disabled
+    with sections.how_we_know("the cache's price"):
+        c1, c2 = st.columns([3, 2], gap="large")
+        c1.plotly_chart(figures.crossover_figure(ctx), key="crossover")
+        c2.markdown(lesson.text("q3_cache_latency", values))
+    if run is not None and run.ctx is not None and run.ctx.cache != "none":
+        with sections.how_we_know("heads per layer"):
+            render_layer_detail(run)
+
+
+def render_appendix(loaded: Any, values: dict[str, str]) -> None:
+    """What a reader may want after the lesson: the formulas, this run's set-up and the words used."""
+    st.header("Appendix", anchor="appendix", divider="gray")
+    with st.expander("The formulas: prefill and decode in symbols"):
+        st.markdown(lesson.text("formulas", values))
     if loaded is not None:
         panels.about_panel(loaded)
-    st.divider()
-    st.markdown(lesson.text("glossary", lesson.values_for(events, ctx)))
+    with st.expander("Words used on this page"):
+        st.markdown(lesson.text("glossary", values))
 
 
-def render_serving(events: list, ctx: RunContext) -> None:
+def render_serving(events: list, ctx: RunContext, values: dict[str, str]) -> None:
     """The serving question, with this run's speeds put on three readers and a long prompt."""
-    values = {**lesson.values_for(events, ctx), **serving_sketch.slot_values(events, ctx)}
+    values = {**values, **serving_sketch.slot_values(events, ctx)}
+    sections.heading("serving")
     c1, c2 = st.columns([3, 2], gap="large")
     with c1:
         if values.get("stall_whole_s"):
@@ -69,7 +83,9 @@ def render_serving(events: list, ctx: RunContext) -> None:
         else:
             st.caption("After a run, this chart puts its measured speeds on three readers and a long prompt.")
     with c2:
-        st.markdown(lesson.text("serving", values))
+        sections.render_answer("serving", values)
+        with sections.how_we_know("the sketch"):
+            st.markdown(lesson.text("serving", values))
 
 
 def model_context(loaded: Any) -> RunContext:
@@ -87,13 +103,10 @@ def render_answer(run: Any) -> None:
     ending = stop_sentence(run.stop_reason, len(run.events), getattr(run.settings, "max_new_tokens", None))
     if ending:
         st.markdown(f"*{ending}*")
-    e0 = run.events[0]
-    info = run.loaded.info
-    where = (f"recorded on {recorded_on(run.trace_data)}" if run.replay
-             else f"measured on this server, {this_machine()}")
-    st.caption(f"{len(run.prompt_ids)} prompt tokens · {len(run.events)} generated · TTFT {e0.latency_ms:.0f} ms "
-               f"({where}) · cache: {run.settings.cache} · weights: "
-               f"{plain(describe_weights(info.weights_source, getattr(info, 'dtype', None)))}")
+    # the token counts are in the strips above; the weights' form in the About table (appendix)
+    where = (f"Recorded on {recorded_on(run.trace_data)}" if run.replay
+             else f"Run on this server, {this_machine()}")
+    st.caption(f"{where} · cache: {run.settings.cache}")
     export.render(run, key_prefix="answer")
 
 
@@ -101,8 +114,7 @@ def render_layer_detail(run: Any) -> None:
     ctx = run.ctx
     if ctx is None or ctx.cache == "none" or not run.events or not run.events[0].kv_norms:
         return
-    st.markdown("#### Inside one layer: grouped-query attention")
-    c1, c2 = st.columns([3, 2], gap="large")
+    c1, c2 = st.columns([3, 2], gap="medium")
     with c2:
         layer = st.slider("Layer", 0, ctx.n_layers - 1, key=state.LAYER)
         which = st.radio("Vectors", ["key", "value"], key=state.KV_WHICH, horizontal=True)
@@ -117,11 +129,3 @@ def render_layer_detail(run: Any) -> None:
         st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
     with c2:  # under the explanation: what the colours mean, and which head stands out and why
         st.markdown(lesson.layer_heads_sentence(run.events, ctx.n_kv_heads, layer, which, ctx.batch))
-
-
-def render_crossover(events: list, ctx: Any) -> None:
-    c1, c2 = st.columns([3, 2], gap="large")
-    with c1:
-        st.plotly_chart(figures.crossover_figure(ctx), key="crossover")
-    with c2:
-        st.markdown(lesson.text("q3_cache_latency", lesson.values_for(events, ctx)))

@@ -29,20 +29,23 @@ class LiveChart:
     patch: Callable[[list[Event], int, RunContext], Patch]
     table: Callable[[list[Event], RunContext], pd.DataFrame]  # the numbers behind it, for readers without the chart
     table_title: str
-    lesson: str  # assets/lesson/<lesson>.md, drawn beside the chart with this run's numbers
+    lesson: str  # assets/lesson/<lesson>.md: how we know, one click down beside the chart
+    section: str  # the question it answers (app.views.live.sections)
+    topic: str  # what its "How we know" expander covers
 
 
 LIVE_CHARTS: tuple[LiveChart, ...] = (
     LiveChart("kv", figures.kv_base, figures.kv_patch, metrics.kv_table,
-              "KV cache grid as a table (one row per cache position)", "q1_prefill_vs_decode"),
+              "Table: the cache grid", "q1_prefill_vs_decode", "phases",
+              "the grid"),
     LiveChart("latency", figures.latency_base, figures.latency_patch, metrics.latency_table,
-              "Latency per forward as a table", "latency"),
+              "Table: latency per forward", "latency", "phases", "the times"),
     LiveChart("traffic", figures.traffic_base, figures.traffic_patch, metrics.traffic_table,
-              "Memory traffic per forward as a table", "q2_bandwidth"),
+              "Table: bytes per forward", "q2_bandwidth", "bandwidth", "the bytes"),
     LiveChart("budget", figures.budget_base, figures.budget_patch, metrics.budget_table,
-              "Where each decode step's time goes, as a table", "q_paper"),
+              "Table: a step's parts", "q_paper", "paper", "the parts"),
     LiveChart("roofline", figures.roofline_base, figures.roofline_patch, metrics.roofline_table,
-              "Roofline points as a table", "roofline"),
+              "Table: roofline points", "roofline", "bandwidth", "the roofline"),
 )
 NAMES = tuple(c.name for c in LIVE_CHARTS)
 _BY_NAME = {c.name: c for c in LIVE_CHARTS}

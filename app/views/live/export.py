@@ -48,5 +48,5 @@ def render(run: Any, key_prefix: str = "export") -> None:
                        file_name=trace_filename(trace, "csv"), mime="text/csv",
                        key=f"{key_prefix}_dl_csv", on_click="ignore", icon=":material/table:",
                        help="One row per forward pass; column names say measured, predicted or computed.")
-    c3.caption("Chart images: hover over a chart; the camera icon that appears at its top right saves a PNG.")
+    c3.caption("Chart images: each chart's camera icon.")
 

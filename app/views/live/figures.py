@@ -76,8 +76,9 @@ def kv_base(ctx: RunContext) -> dict[str, Any]:
 def _kv_title(columns: int, nbytes: int, ctx: RunContext) -> str:
     if ctx.cache == "none":
         return "KV cache: none (cache off)"
-    return (f"KV cache, measured from the model's cache tensors: {columns} positions × {ctx.n_layers} layers"
-            f" · {fmt_bytes(nbytes)}")
+    return (f"Prefill fills the cache in one pass; decode adds one position per step"
+            f"<br><sub>KV cache read from the model's tensors: {columns} positions × {ctx.n_layers} layers"
+            f" · {fmt_bytes(nbytes)}</sub>")
 
 
 def _note(text: str, x: float, y: float, **extra: Any) -> dict[str, Any]:
@@ -119,11 +120,11 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 
 # The sign of a prediction error, as core.perf.prediction_error_pct defines it; the latency chart
 # states it above the grey bars.
-ERROR_SIGN = "error % = (predicted − measured) ÷ measured; below 0 = predicted too fast, above 0 = too slow"
 
 
 # The legend's name for the boxed forwards (trace 5); the latency text quotes their count.
-WAITED_NAME = "boxed: waited for a page redraw just before (measured wait, not in its time)"
+ERROR_SIGN = "(predicted − measured) ÷ measured; below 0 = predicted too fast"
+WAITED_NAME = "boxed: waited for a page redraw first (measured, not in its time)"
 
 
 def latency_base(ctx: RunContext) -> dict[str, Any]:
@@ -205,7 +206,7 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
         rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median over steps; {fast} of "
                 f"{len(decode_errors)} predicted too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
-    return ("Latency per token: prefill once, then one decode step per token"
+    return ("The first token waits for the whole prefill; each later token, one short decode step"
             f"<br><sub>prediction error: {errors}</sub>")
 
 
@@ -234,8 +235,9 @@ def traffic_base(ctx: RunContext) -> dict[str, Any]:
     _, label, color = ACTIVATIONS
     data.append({"type": "bar", "x": [], "y": [], "name": label + " (computed)", "marker": {"color": color},
                  "legendrank": 1001, "hovertemplate": "step %{x}: %{y:.2f} MB " + label + " (computed)<extra></extra>"})
-    layout = pal.base_layout("Memory traffic per forward: the bytes each step must move "
-                             "(computed from the model's shapes)", height=360, barmode="stack",
+    weights = f": {ctx.weight_bytes / MB:,.0f} MB" if ctx.weight_bytes else ""
+    layout = pal.base_layout(f"Every decode step moves the weights once to make one token{weights}",
+                             height=360, barmode="stack",
                              meta={"notes_row": True})  # the KV note arrives with the first step
     layout["margin"] = {**layout["margin"], "r": 70, "t": 80}  # right: the cumulative axis; top: the KV note
     layout["xaxis"] = {"title": {"text": "forward pass (0 = prefill)"},
@@ -298,7 +300,7 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
                         hovertemplate=f"batch {b}: KV traffic overtakes weights at %{{x:,.0f}} tokens<extra></extra>")
     fig.add_vline(x=ctx.context_window, line={"color": pal.GREY, "dash": "dot"},
                   annotation_text=f"context window {ctx.context_window:,}", annotation_position="top")
-    fig.update_layout(**pal.base_layout("Where KV traffic would overtake weight traffic (computed, per decode step)",
+    fig.update_layout(**pal.base_layout("The cache's reads overtake the weights' only at long contexts or big batches",
                                         height=360))
     fig.update_xaxes(title_text="context length (tokens in the cache)", range=[0, x_max])
     fig.update_yaxes(title_text="MB read per decode step", range=[0, 3 * ctx.weight_bytes / MB])
@@ -338,14 +340,14 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"color": pal.PREDICTED, "size": 19, "symbol": "circle-open", "line": {"width": 2}},
          "hovertemplate": point, "customdata": []},
     ]
-    title = "Roofline of this machine: achieved FLOP/s = FLOPs (computed) ÷ time"
+    title = "Decode sits far left of the ridge, under the memory slope: bandwidth sets its pace"
     if not c.bandwidth:
         title += " (machine not calibrated: no roof)"
     layout = pal.base_layout(title, height=400, annotations=notes)
     y_top = math.log10((c.peak_flops or 1e11) * 3 / GIGA)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
                        "range": [math.log10(0.05), math.log10(5000)], **pal.decade_ticks(0.1, 1000)}
-    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s"},
+    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s achieved (FLOPs computed ÷ time)"},
                        "range": [-1, y_top], **pal.decade_ticks(0.1, 10 ** math.floor(y_top))}
     return {"data": data, "layout": layout}
 
@@ -415,7 +417,7 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                  "line": {"color": pal.PURPLE, "width": 2, "dash": "dash"},
                  "hovertemplate": "step %{x}: %{y:.1f} ms if the step only moved its bytes at the "
                                   "calibrated bandwidth<extra></extra>"})
-    layout = pal.base_layout("Why a decode step takes longer than bytes ÷ bandwidth<br><sub>each bar: the "
+    layout = pal.base_layout("A decode step takes longer than bytes ÷ bandwidth: fixed costs add up<br><sub>each bar: the "
                              "prediction split into its parts; diamonds: measured</sub>", height=380,
                              barmode="stack", bargap=0.15, meta={"notes_row": True})
     layout["margin"] = {**layout["margin"], "t": 95}  # the two-line title, then the KV note

@@ -23,8 +23,14 @@ _SLOT = re.compile(r"\[\[([a-z0-9_]+)\]\]")
 
 
 @cache
-def _raw(name: str) -> str:
+def raw(name: str) -> str:
+    """assets/lesson/<name>.md as written, slots unfilled."""
     return (LESSON_DIR / f"{name}.md").read_text(encoding="utf-8")
+
+
+def slots(template: str) -> list[str]:
+    """The [[name]] slots a template uses, in order."""
+    return _SLOT.findall(template)
 
 
 def fill(template: str, values: dict[str, str] | None = None) -> str:
@@ -35,7 +41,7 @@ def fill(template: str, values: dict[str, str] | None = None) -> str:
 
 def text(name: str, values: dict[str, str] | None = None) -> str:
     """assets/lesson/<name>.md with its slots filled."""
-    return fill(_raw(name), values)
+    return fill(raw(name), values)
 
 
 # A prefill this much slower than predicted was held up by something the model's work cannot explain

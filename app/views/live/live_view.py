@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from app.shared.runs import page_turn
-from app.views.live import charts, lesson, state
+from app.views.live import after_run, charts, lesson, sections, state
 from app.views.live import component as live
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED
 
@@ -61,6 +61,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
         return cached["texts"]
     values = lesson.values_for(events, ctx)  # the waits come with the events (Event.waited_ms)
     texts = {c.lesson: lesson.text(c.lesson, values) for c in charts.LIVE_CHARTS}
+    texts.update({f"answer:{s.key}": sections.answer(s.key, values) for s in sections.SECTIONS})
     state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
     return texts
 
@@ -100,18 +101,40 @@ def _live_content(model_config: Any) -> None:
     live.mount(controls, total=len(events) if ctx is not None else None, resent=resent,
                on_resend=state.request_resend)
     if ctx is not None:
+        with st.container(key="pd_answer_box"):  # one element whatever it holds: the charts below keep their place
+            if not run.active and events:
+                after_run.render_answer(run)
         texts = _lesson_texts(run, events, ctx)
-        for chart in charts.LIVE_CHARTS:
-            left, right = st.columns([3, 2], gap="large")
-            with left:
-                live.mount(live.chart_data(chart.name, run.id, events, ctx, start), total=len(events), resent=resent,
-                           on_resend=state.request_resend)
-                with st.expander(chart.table_title):
-                    if run.active:
-                        st.caption("The table fills in when the run ends (the chart above is live).")
-                    else:
-                        st.dataframe(chart.table(events, ctx), hide_index=True)
-            with right:
-                st.markdown(texts[chart.lesson])
+        for section in sections.SECTIONS:
+            mine = [c for c in charts.LIVE_CHARTS if c.section == section.key]
+            if mine:
+                _live_section(section.key, mine, run, events, ctx, start, resent, texts)
     if state.needs_final_rerun(run):
         st.rerun()
+
+
+def _live_section(key: str, mine: list, run: Any, events: list, ctx: Any, start: int, resent: bool,
+                  texts: dict[str, str]) -> None:
+    """One question the live charts answer: its heading, then each chart with, beside the first, the
+    answer in this run's numbers, and beside each, how we know (the former lesson text)."""
+    sections.heading(key)
+    for i, chart in enumerate(mine):
+        left, right = st.columns([3, 2], gap="large")
+        with left:
+            live.mount(live.chart_data(chart.name, run.id, events, ctx, start), total=len(events), resent=resent,
+                       on_resend=state.request_resend)
+            with st.expander(chart.table_title):
+                if run.active:
+                    st.caption("The table fills in when the run ends (the chart above is live).")
+                else:
+                    st.dataframe(chart.table(events, ctx), hide_index=True)
+        with right:
+            if i == 0:
+                answer = texts.get(f"answer:{key}", "")
+                if answer:
+                    with st.container(key=f"pd_answer_{key}"):
+                        st.markdown(answer)
+                else:
+                    st.caption("The answer, with this run's numbers, appears as the run goes.")
+            with sections.how_we_know(chart.topic):
+                st.markdown(texts[chart.lesson])

@@ -32,7 +32,7 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
         out.append({"label": "Time per output token", "value": f"{shown} ms",
                     "note": f"measured: mean of {steps} decode steps"})
         out.append({"label": "Decode speed", "value": f"{1000.0 / float(shown) * ctx.batch:.1f} tok/s",
-                    "note": "computed from measured times: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
+                    "note": "computed: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
         out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})
     positions = events[-1].kv_seq_len

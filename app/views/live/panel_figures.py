@@ -70,7 +70,7 @@ def compare_figure(result: dict[str, Any], whose: str = "Your prompt", where: st
     n = len(next(iter(modes.values()))) if modes else result.get("n_tokens", "?")
     fig.update_layout(**pal.base_layout(f"{whose} ({result.get('prompt_len', '?')} tokens), then {n} tokens "
                                         "generated three ways", height=400))
-    fig.update_xaxes(title_text="forward (0 = prefill, then one per new token)", rangemode="tozero")
+    fig.update_xaxes(title_text="forward (0 = prefill)", rangemode="tozero")
     fig.update_xaxes(range=[-0.5, max(n if isinstance(n, int) else 1, 1) * 1.12], row=1, col=1)
     fig.update_yaxes(title_text="seconds", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="ms", row=1, col=2, rangemode="tozero")
@@ -100,6 +100,16 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                      "mean decode step ms (measured)": round(sum(decode) / len(decode), 1),
                      "last step ms (measured)": round(latencies[-1], 1)})
     return rows
+
+
+def compare_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, str]:
+    """The cache answer's slots, the totals compare_summary prints ({} before both modes have two forwards)."""
+    modes = _usable(result)
+    dyn, off = modes.get("dynamic") or [], modes.get("none") or []
+    if len(dyn) < 2 or len(off) < 2:
+        return {}
+    return {"cache_n": str(len(dyn)), "cache_off_s": f"{sum(off) / 1000:.1f}", "cache_on_s": f"{sum(dyn) / 1000:.1f}",
+            "cache_badge": ":violet-badge[recorded]" if recorded else ":blue-badge[measured]"}
 
 
 def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
@@ -166,7 +176,8 @@ def predicted_name(where: str) -> str:
 def batching_figure(result: dict[str, Any], where: str = "this machine",
                     measured_name: str = "measured here") -> go.Figure:
     """Step time and throughput against batch size: measured (1..16) beside the predictor (to 128),
-    with the predicted compute-bound batch marked, and the plain roofline estimate beside it.
+    with the predicted compute-bound batch marked: the page's one batching threshold (the plain
+    roofline estimates, this machine's and the recording's, are given in words, one click down).
 
     `where` names the machine in the title and `measured_name` the measured line: a recording made
     elsewhere must not call its numbers "here". Everything drawn is of that one machine: this
@@ -175,7 +186,6 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
     nothing would be a straight line of slope one, not an upward curve."""
     rows, predicted = result.get("rows", []), result.get("predicted", [])
     crossover = result.get("compute_bound_from")
-    roofline = result.get("roofline") or {}
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("Time of one decode step", "Tokens per second, all rows together"))
     measured_max = max((r["batch"] for r in rows), default=1)
@@ -218,25 +228,10 @@ def batching_figure(result: dict[str, Any], where: str = "this machine",
         # the lines themselves carry no text: the legend says what they mark, in both panels
         fig.add_scatter(x=[None], y=[None], mode="lines", line=line, hoverinfo="skip", row=1, col=1,
                         name=crossover_name(crossover))
-        # at the foot, left of its line: the throughput curves climb through the top of the panel there
-        fig.add_annotation(x=math.log10(crossover), y=0.02, yref="y2 domain", xref="x2", yanchor="bottom",
-                           text=f"compute-bound from<br>batch ≈ {crossover:.0f} (predicted)", showarrow=False,
-                           xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.VERMILLION})
-    estimate = shown_estimate(roofline)[2] if roofline.get("batch") else None
-    if estimate:
-        estimate_line = {"color": pal.PURPLE, "dash": "dashdot", "width": 2}
-        fig.add_vline(x=estimate, line=estimate_line, row=1, col=1)
-        fig.add_scatter(x=[None], y=[None], mode="lines", line=estimate_line, hoverinfo="skip", row=1, col=1,
-                        name=f"{_owner(where)}roofline estimate: batch ≈ {estimate:.0f} (computed)")
-        fig.add_annotation(x=math.log10(estimate), y=0.98, yref="y domain", xref="x", yanchor="top",
-                           text=f"{_owner(where)}roofline estimate:<br>batch ≈ {estimate:.0f} (computed)",
-                           showarrow=False,
-                           xanchor="right", xshift=-6, align="right", font={"size": 12, "color": pal.PURPLE})
-        top = max(top, estimate)
     ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     fig.update_layout(**pal.base_layout(f"Decode on {where}: one step serves the whole batch", height=400))
     fig.update_xaxes(type="log", tickvals=[t for t in ticks if t <= top], ticktext=[str(t) for t in ticks if t <= top],
-                     title_text="batch size (sequences decoded together)", range=[-0.15, math.log10(top * 1.3)])
+                     title_text="batch size", range=[-0.15, math.log10(top * 1.3)])
     fig.update_yaxes(title_text="ms per step", rangemode="tozero", row=1, col=1)
     rates = [r["tokens/s (measured)"] for r in rows] + [p["tokens/s (predicted)"] for p in predicted]
     lo, hi = (min(rates), max(rates)) if rates else (1.0, 10.0)
@@ -295,6 +290,20 @@ def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
             f"+{100 * (_step(b) / _step(a) - 1):.0f}% ({_num(_step(a))} → {_num(_step(b))} ms), where the latency "
             f"model expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
             "not capture everything the CPU's matrix routines do with a few rows at once.")
+
+
+def batching_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, str]:
+    """The batching answer's slots, the same figures batching_summary prints ({} before two batch sizes)."""
+    rows = result.get("rows", [])
+    if len(rows) < 2:
+        return {}
+    first, last = rows[0], rows[-1]
+    crossover = result.get("compute_bound_from")
+    return {"batch_top": str(last["batch"]), "batch_step_growth": f"{_step(last) / _step(first):.1f}",
+            "batch_rate_growth": f"{_gain(first, last):.1f}",
+            "batch_turn": f"{crossover:.0f}" if crossover else "",
+            "batch_badge": (":violet-badge[recorded]" if recorded else ":blue-badge[measured]")
+            + " :orange-badge[predicted]"}
 
 
 def batching_summary(result: dict[str, Any], where: str = "this machine",

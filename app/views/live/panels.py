@@ -23,7 +23,7 @@ import streamlit as st
 
 from app.shared import experiment_results as results
 from app.shared.model import cached_ceilings, get_queue
-from app.views.live import lesson, panel_figures, state
+from app.views.live import lesson, panel_figures, presenter, sections, state
 from app.views.live.jobs import (
     BATCH_PROMPT,
     BATCH_SIZES,
@@ -97,10 +97,11 @@ def _source_line(shown: results.Measurement, key: str, note: str = "", can_measu
         st.caption(f"**{line}**" + (f"  \n{note}" if note else ""))
 
 
-def compare_panel(loaded: Any | None) -> None:
-    """`loaded` is None while the model is missing: the panel then shows its recording, button disabled."""
+def compare_panel(loaded: Any | None, values: dict[str, str] | None = None) -> None:
+    """`loaded` is None while the model is missing: the panel then shows its recording, button disabled.
+    `values`: the lesson's numbers, for the cache question's answer beside the chart (None: no answer)."""
     with st.container(key="pd_panel_compare"):
-        st.fragment(_compare_body, run_every=_every(state.COMPARE))(loaded)
+        st.fragment(_compare_body, run_every=_every(state.COMPARE))(loaded, values)
 
 
 def batching_panel(loaded: Any | None) -> None:
@@ -120,12 +121,14 @@ def _compare_prompt(loaded: Any) -> tuple[list[int] | None, str]:
     return ids, ""
 
 
-def _compare_body(loaded: Any) -> None:
-    st.markdown("### Cache on or off: why the cache exists, and what its growth costs")
+def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
+    if values is None:  # shown without its section's heading and answer (presenter mode): it names itself
+        st.markdown("#### Cache on or off: why the cache exists, and what its growth costs")
     job = state.job(state.COMPARE)
     busy = job is not None and job.active
     left, right = st.columns([3, 2], gap="large")
-    with right:
+    answer_slot = right.empty()
+    with right, st.expander("How the comparison works"):
         st.markdown(
             "The same prompt is generated three ways, one forward of each in turn so any noise on the "
             "machine hits all three alike: with the **dynamic** cache (the default: it grows as tokens "
@@ -133,6 +136,7 @@ def _compare_body(loaded: Any) -> None:
             "where every step feeds the whole sequence through the model again. Without a cache the cost "
             "of a step grows with the sequence, so the run is capped at 32 tokens. The end-of-turn token "
             "is ignored so all three run equally long.")
+    with right:
         n = st.slider("Tokens to generate in each mode", 4, COMPARE_DEFAULT_TOKENS, COMPARE_DEFAULT_TOKENS,
                       key=state.COMPARE_TOKENS, disabled=busy)
         prompt_ids, why = _compare_prompt(loaded) if loaded is not None else (None, NO_MODEL)
@@ -140,9 +144,7 @@ def _compare_body(loaded: Any) -> None:
             job = CompareJob(get_queue(), loaded, prompt_ids, n).start()
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
-        st.caption(why or f"Runs the prompt in the box above ({len(prompt_ids)} tokens after the template). "
-                          f"About {max(5, round(n * 0.3))} s for the three runs together on the machine the recording shown here "
-                          "was made on; a slower or busier server takes longer.")
+        st.caption(why or f"Runs the prompt in the box ({len(prompt_ids)} tokens): about {max(5, round(n * 0.3))} s.")
     shown = None
     with left:
         if job is not None:
@@ -154,19 +156,23 @@ def _compare_body(loaded: Any) -> None:
             if shown is None:
                 st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
             else:
-                _source_line(shown, "pd_compare_source", _compare_prompt_note(shown), loaded is not None)
+                _source_line(shown, "pd_compare_source", "", loaded is not None)
                 where = "the recording machine" if shown.source == "bundled" else "this machine"
                 st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source], where),
                                 key="compare_fig")
-                with st.expander("Cache comparison as a table"):
+                with st.expander("Table: the comparison"):
                     st.dataframe(pd.DataFrame(panel_figures.compare_rows(shown.result)), hide_index=True)
     if shown is not None:  # a summary of half the forwards would mislead: none while measuring
+        if values is not None:
+            with answer_slot.container(key="pd_answer_cache"):
+                st.markdown(sections.answer("cache", {**values, **panel_figures.compare_answer_values(
+                    shown.result, recorded=shown.source == "bundled")}))
         summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
-        if summary:
-            st.markdown(summary)
         beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
-        if beside:
-            st.markdown(beside)
+        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
+        with right, st.expander("How we know: the comparison"):
+            st.caption(_compare_prompt_note(shown))
+            st.markdown("\n\n".join(t for t in (summary, beside, caveat) if t))
     _poll(job, state.COMPARE_SEEN)
 
 
@@ -191,20 +197,18 @@ def _compare_prompt_note(shown: results.Measurement) -> str:
 
 
 def _batching_body(loaded: Any) -> None:
-    st.markdown("### Batching: one decode step, many sequences")
+    if presenter.active():  # shown without its section's heading: the panel names itself
+        st.markdown("#### Batching: one decode step, many sequences")
     job = state.job(state.BATCHING)
     left, right = st.columns([3, 2], gap="large")
+    answer_slot = right.empty()
     with right:
-        st.markdown(lesson.text("batching"))
         if st.button("Measure batch sizes " + ", ".join(map(str, BATCH_SIZES)), key=state.BATCH_GO,
                      disabled=loaded is None or (job is not None and job.active)):
             job = BatchJob(get_queue(), loaded).start()
             state.set_job(state.BATCHING, job)
             st.rerun()
-        st.caption(NO_MODEL if loaded is None else
-                   f"The button measures this server: a short fixed prompt copied into every row, {BATCH_STEPS} "
-                   "decode steps per batch size (median shown); the latency model goes on to batch 128. "
-                   "About 20 s on the machine the recording shown here was made on; longer on a slower or busier one.")
+        st.caption(NO_MODEL if loaded is None else "About 20 s on the recording's machine.")
     shown = here = None
     with left:
         if job is not None:
@@ -217,29 +221,35 @@ def _batching_body(loaded: Any) -> None:
                 st.caption("Press the button to measure: the chart appears here.")
             else:
                 recorded = shown.source == "bundled"
-                _source_line(shown, "pd_batching_source",
-                             f"Same fixed prompt in every row: “{BATCH_PROMPT}”" if recorded else "",
-                             loaded is not None)
+                _source_line(shown, "pd_batching_source", "", loaded is not None)
                 where = "the recording machine" if recorded else "this machine"
                 if recorded and loaded is not None and shown.result.get("prompt_len"):
                     here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
                 st.plotly_chart(panel_figures.batching_figure(
                     shown.result, where, "measured (recording)" if recorded else "measured here"),
                     key="batch_fig")
-                with st.expander("Batching results as a table"):
+                with st.expander("Table: batching"):
                     st.dataframe(pd.DataFrame(shown.result["rows"]), hide_index=True)
                     if shown.result.get("predicted"):
                         st.caption("The latency model alone, past the measured range"
                                    + (" (the recording machine's model):" if recorded else ":"))
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
+    with right, st.expander("How we know: why it pays"):
+        st.markdown(lesson.text("batching"))
+        st.markdown(f"The button measures this server: a short fixed prompt (“{BATCH_PROMPT}”, the recording's too) "
+                    f"copied into every row, {BATCH_STEPS} decode steps per batch size (median shown); the latency "
+                    "model goes on to batch 128.")
     if shown is not None:
+        with answer_slot.container(key="pd_answer_batching"):
+            st.markdown(sections.answer("batching", panel_figures.batching_answer_values(
+                shown.result, recorded=shown.source == "bundled")))
         summary = panel_figures.batching_summary(shown.result, where, here)
-        if summary:
-            st.markdown(summary)
         beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)
-        if beside:
-            st.markdown(beside)
+        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
+        if summary or beside:
+            with right, st.expander("How we know: the figures"):
+                st.markdown("\n\n".join(t for t in (summary, beside, caveat) if t))
     _poll(job, state.BATCHING_SEEN)
 
 
@@ -346,5 +356,5 @@ def about_rows(loaded: Any, run: Any, ceilings: Any) -> list[tuple[str, str, str
 
 def about_panel(loaded: Any) -> None:
     rows = about_rows(loaded, state.current_run(), cached_ceilings())
-    with st.expander("About this run: model, weights, versions, this machine's ceilings", key="pd_about"):
+    with st.expander("About this run: model, weights, versions, ceilings", key="pd_about"):
         st.table(pd.DataFrame(rows, columns=["what", "value", "source"]), hide_index=True)

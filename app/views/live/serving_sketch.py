@@ -126,9 +126,10 @@ def figure(events: list[Event], ctx: RunContext) -> go.Figure:
                         marker={"symbol": "star", "size": 13, "color": pal.PREFILL}, showlegend=False,
                         hovertemplate="its first token at %{x:.2f} s<extra></extra>")
         fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], row=r, col=1)
-    fig.update_xaxes(title_text="seconds (estimated from this run's decode step and prefill: see the text)",
+    fig.update_xaxes(title_text="seconds (estimated from this run's times)",
                      row=2, col=1)
-    fig.update_layout(**pal.base_layout("What a long prompt does to other readers' streams", height=460))
+    fig.update_layout(**pal.base_layout("A long prefill served whole stalls every stream; served in chunks it "
+                                        "only slows them", height=460))
     return pal.fit_legend(fig)
 
 

@@ -51,9 +51,9 @@ def _rate_limited() -> str | None:
 
 
 def limits_caption() -> str:
-    return (f"Limits on this server: prompts up to {MAX_PROMPT_TOKENS:,} tokens, up to {MAX_NEW_TOKENS} new "
-            f"tokens, {runs_per_minute()} runs per minute per reader. Privacy: your prompt stays on the "
-            "server that runs this app and is not stored, unless you save a trace yourself.")
+    return (f"Limits: prompts up to {MAX_PROMPT_TOKENS:,} tokens, {MAX_NEW_TOKENS} new tokens, "
+            f"{runs_per_minute()} runs per minute per reader; runs take turns on one shared model. "
+            "Privacy: your prompt stays on this server and is not stored unless you save a trace.")
 
 
 def _use_example() -> None:
@@ -99,17 +99,18 @@ def render_inputs(loaded: Any) -> None:
         b1, b2, b3 = st.columns([1, 1, 3])
         b1.button("Generate", type="primary", key=state.GENERATE, width="stretch", on_click=on_generate, args=(loaded,))
         b2.button("Stop", key=state.STOP, disabled=not active, width="stretch", on_click=on_stop)
-        b3.caption("Your text goes through the chat template first. One shared model serves every reader; "
-                   "runs take turns.")
-        st.caption(limits_caption())
+        with b3.popover("Limits and privacy"):
+            st.caption(limits_caption())
     with right:
         st.slider("Max new tokens", 1, MAX_NEW_TOKENS, key=state.MAX_NEW,
                   help="Generation also stops at the model's end-of-turn token.")
         st.radio("KV cache", list(CACHE_LABELS), key=state.CACHE, horizontal=True,
                  format_func=CACHE_LABELS.__getitem__,
                  help="Off: every step recomputes the whole sequence (capped at 32 tokens).")
-        st.toggle("Use the chat template", key=state.CHAT)
-        with st.expander("Sampling (default: greedy, always the most likely next token)"):
+        st.toggle("Use the chat template", key=state.CHAT,
+                  help="Your text is wrapped in the model's chat format (who speaks, and a short system message) "
+                       "before it is split into tokens.")
+        with st.expander("Sampling (default: greedy)"):
             st.slider("Temperature (0 = always the most likely token)", 0.0, 2.0, step=0.1, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", min_value=0, max_value=1000, step=1, key=state.TOP_K)
             st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key=state.TOP_P)

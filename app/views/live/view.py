@@ -43,16 +43,9 @@ def _render() -> None:
     link.apply_link_once()  # a link's values go into the widgets before any widget is drawn
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
     st.title(TITLE)
-    st.caption("A real language model (SmolLM2-135M-Instruct, 30 layers) runs on this server while you watch. "
-               "Every number says what it is: **measured** on this run (or in a **recording**, on the machine it "
-               "names), **computed** from the model's shapes, "
-               "**calibrated** by this server's own short benchmarks, **predicted** by the latency model, "
-               "**fitted** (read off the latency model's few coefficients, which were tuned to match timed "
-               "forwards), or **estimated** in a sketch built from those.")
+    st.markdown(lesson.text("where"))
     presenter.render_header()
     link.show_notices()
-    if not presenter.active():
-        st.markdown(lesson.text("intro"))
     # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
     status, loaded = model_gate.model_state()
     if status == "ready":

@@ -117,8 +117,8 @@ class ControlsView {
     }
     this.root.querySelector(".pd-gen-label").textContent = this.applied < 0
       ? "Generated tokens appear here one decode step at a time."
-      : `Generated: ${this.applied + 1} tokens (1 from the prefill, then 1 per decode step; `
-        + "outlined: the newest token, which is not in the cache until the next step feeds it back).";
+      : `Generated: ${this.applied + 1} tokens, 1 from the prefill, then 1 per decode step `
+        + "(outlined: the newest, not in the cache until the next step).";
     this.renderStatus();
   }
 

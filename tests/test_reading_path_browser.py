@@ -1,0 +1,51 @@
+"""The live page read as a newcomer with five minutes reads it, in Chromium after the page's default run:
+the six questions as headings in page order, each answered in at most 50 words, at most 1,500 words
+on the page without opening anything (app.devtools.words, the measure the page bench reports), the
+details one click down, and the prompt and Generate on the first screen."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.devtools.words import count_words, lesson_words
+from app.views.live import sections
+from tests.conftest import ARTIFACTS, browser_page
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+READING_PATH_MAX_WORDS = 1500
+
+
+def _in_first_screen(locator, height: int = 900) -> bool:
+    box = locator.bounding_box()
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height
+
+
+def test_after_a_run_the_page_reads_as_six_short_answers(app_server, browser):
+    with browser_page(browser, 1440, 900) as page:
+        page.goto(app_server)
+        prompt = page.get_by_label("Prompt")
+        prompt.wait_for(timeout=180_000)
+        generate = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Generate")
+        assert _in_first_screen(prompt) and _in_first_screen(generate)
+        generate.click()
+        page.wait_for_function("""() => { const c = document.querySelector('.pd-controls');
+            return c && c.dataset.status === 'done' && Number(c.dataset.available) > 0
+                && c.dataset.shown === c.dataset.available; }""", timeout=180_000)
+        # the sections drawn after the run: their answers need the run's numbers
+        page.locator(".st-key-pd_answer_serving").wait_for(timeout=60_000)
+        page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=120_000)
+        headings = [h.strip() for h in page.get_by_role("heading", level=2).all_inner_texts()]
+        questions = [s.question for s in sections.SECTIONS]
+        assert [h for h in headings if h in questions] == questions, headings
+        for s in sections.SECTIONS:
+            answer = page.locator(f".st-key-pd_answer_{s.key}")
+            assert answer.count() == 1, f"{s.key}: no answer on the page"
+            assert count_words(answer.inner_text()) <= sections.ANSWER_MAX_WORDS, s.key
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "reading-path-first-screen.png"))
+        words = lesson_words(page)
+        assert words["lesson_words_default"] <= READING_PATH_MAX_WORDS, words
+        # nothing deleted, only moved one click down: the details are several times the reading path
+        assert words["lesson_words_total"] >= 3 * words["lesson_words_default"], words
+        assert page.locator("[data-testid=stException]").count() == 0
