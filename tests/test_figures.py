@@ -309,64 +309,53 @@ def test_budget_bars_are_the_prediction_split_beside_measured_and_paper(run_data
     assert all("(predicted)" in b["name"] for b in bars) and "(measured)" in measured["name"]
 
 
-def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data):
-
+def test_serving_sketch_stalls_every_stream_whole_and_not_in_chunks(run_data, tiny_model):
+    """The sketch is the serving simulator's own policies (prefill-first, chunked) on this model's
+    step time, scaled so one reader's decode step takes the run's measured TPOT."""
     from app.views.live import serving_sketch as sk
     from core import perf
 
     events, ctx = run_data
-    # predicted 20% faster than measured: within the range the sketch is sized by the measurement
-    # (a tiny model's own ratio on a shared machine could fall anywhere)
-    events = [_predicted_at(events[0], events[0].latency_ms / 1.2), *events[1:]]
-    whole, chunked = sk.timelines(events, ctx)
-    terms, priced = events[0].predicted_terms_ms, events[0].n_new
-    # the predicted split, scaled so the run's own prompt costs exactly its measured prefill
-    terms = {k: v * events[0].latency_ms / sum(terms.values()) for k, v in terms.items()}
-    assert perf.scaled_prefill_ms(terms, priced, priced) == pytest.approx(events[0].latency_ms)
-    long_prefill_s = perf.scaled_prefill_ms(terms, priced, sk.LONG_PROMPT + len(sk.STREAMS)) / 1e3
-    assert whole.longest_gap_s() == pytest.approx(long_prefill_s)  # every stream waits for the whole prefill
-    chunk_s = perf.scaled_prefill_ms(terms, priced, sk.CHUNK + len(sk.STREAMS)) / 1e3
-    assert chunked.longest_gap_s() == pytest.approx(chunk_s)
-    assert len(chunked.prefill_spans_s) == -(-sk.LONG_PROMPT // sk.CHUNK) and len(whole.prefill_spans_s) == 1
-    assert chunked.longest_gap_s() < whole.longest_gap_s() and chunked.first_token_s > whole.first_token_s
-    values = sk.slot_values(events, ctx)
-    assert values["stall_whole_s"] == f"{long_prefill_s:.1f}"
-    # a step of the three readers' decodes: weights once, each reader's arithmetic and cache reads
-    decode = perf.median_terms_ms(events)
-    fixed = sum(decode.get(k, 0.0) for k in perf.FIXED_TERMS)
-    scale = perf.tpot_ms(events) / sum(decode.values())
-    three_ms = scale * (fixed + len(sk.STREAMS) * (sum(decode.values()) - fixed))
-    ticks = whole.ticks_s[sk.STREAMS[0]]
-    assert (ticks[1] - ticks[0]) * 1e3 == pytest.approx(three_ms)
-    assert perf.tpot_ms(events) < three_ms < len(sk.STREAMS) * perf.tpot_ms(events)
-    assert values["three_step_ms"] == f"{three_ms:.0f}"
-    assert values["prefill_scale"].startswith("scaled so this run's own prompt costs exactly its measured")
+    fitted = sk.step_time_for(tiny_model.config, "fp32")
+    assert fitted is not None
+    whole, chunked = sk.timelines(events, ctx, fitted)
+    (start, end), = whole.prefill_spans_s  # served whole: one long iteration
+    assert whole.longest_gap_s() >= end - start  # every stream waits for all of it
+    assert len(chunked.prefill_spans_s) == -(-whole.long_prompt // sk.CHUNK)
+    assert max(b - a for a, b in chunked.prefill_spans_s) < end - start
+    assert chunked.longest_gap_s() < whole.longest_gap_s() and chunked.wait_s() > whole.wait_s()
+    values = sk.slot_values(events, ctx, fitted)
+    assert values["stall_whole_s"] == f"{whole.longest_gap_s():.1f}"
+    assert values["chunk_iterations"] == f"{len(chunked.prefill_spans_s)} iterations" and values["budget"] == str(sk.CHUNK + len(sk.STREAMS))
+    # one reader's decode step at the run's context is the measured TPOT; three readers share the weights
+    step, _ = fitted
+    one = step.of_rows([(1, ctx.prompt_len + len(events) // 2)])
+    scaled = sk._scaled(step, perf.tpot_ms(events) / 1e3 / one)
+    assert scaled.of_rows([(1, ctx.prompt_len + len(events) // 2)]) * 1e3 == pytest.approx(perf.tpot_ms(events))
+    three_ms = float(values["three_step_ms"])
+    assert 0 < three_ms < len(sk.STREAMS) * perf.tpot_ms(events) + 1  # the weights read once, not three times
+    assert scaled.of_rows([(1, sk.STREAM_PROMPT)] * 3) > scaled.of_rows([(1, sk.STREAM_PROMPT)])
     text = lesson.text("serving", {**lesson.values_for(events, ctx), **values})
     assert "[[" not in text and "—" not in text
-    assert len(sk.figure(events, ctx).data) > 0
-    assert sk.timelines(events[:1], ctx) is None  # no decode step yet: nothing to estimate from
+    assert len(sk.figure(events, ctx, fitted).data) > 0
+    assert sk.timelines(events[:1], ctx, fitted) is None  # no decode step yet: nothing to estimate from
+    assert sk.timelines(events, ctx, None) is None  # no step time (an uncalibrated server): no sketch
 
 
-def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_arithmetic(run_data):
+def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_arithmetic(run_data, tiny_model):
     """A prefill three times its prediction (another job landed in it, or a cold start): the serving
     sketch is sized by the prediction and says why, and the roofline verdict blames the hold-up, not
     thin matrix products (the prediction already counts those)."""
     import dataclasses
 
     from app.views.live import serving_sketch as sk
-    from core import perf
 
     events, ctx = run_data
     first = _predicted_at(events[0], events[0].latency_ms / 3)
     slow = [first, *events[1:]]
-    whole, _ = sk.timelines(slow, ctx)
-    predicted_long = perf.scaled_prefill_ms(first.predicted_terms_ms, first.n_new,
-                                            sk.LONG_PROMPT + len(sk.STREAMS)) / 1e3
-    (start, end), = whole.prefill_spans_s
-    assert end - start == pytest.approx(predicted_long)
-    assert sk.slot_values(slow, ctx)["prefill_scale"].startswith("sized as predicted")
-    # 1,000 tokens in chunks of 128: eight iterations, and the text must not imply 8 x 128
-    assert sk.slot_values(slow, ctx)["chunk_iterations"] == "8 iterations, the last one shorter"
+    # the sketch is sized by the decode steps alone: a held-up prefill changes nothing in it
+    fitted = sk.step_time_for(tiny_model.config, "fp32")
+    assert sk.slot_values(slow, ctx, fitted) == sk.slot_values(events, ctx, fitted)
     low_ridge = dataclasses.replace(ctx, ceilings=Ceilings(7e11, 7e10, None, "test"))  # ridge 0.1 FLOP/byte
     verdict = lesson.values_for(slow, low_ridge)["prefill_verdict"]
     assert "time it does not account for" in verdict and "arithmetic is what sets its time" not in verdict
@@ -386,10 +375,6 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     # noise, so the verdict must not put it on the thin matrix products the prediction already counts
     middling = lesson.values_for([_predicted_at(first, first.latency_ms / 1.7), *events[1:]], low_ridge)
     assert "time it does not account for" in middling["prefill_verdict"]
-    # and the serving sketch, at the same 1.7x, is sized as predicted too (a reader saw it scaled to the
-    # measured 220 ms beside a verdict saying 86 of them were not the model's work)
-    middle_run = [_predicted_at(first, first.latency_ms / 1.7), *events[1:]]
-    assert sk.slot_values(middle_run, ctx)["prefill_scale"].startswith("sized as predicted")
 
 
 def _predicted_at(event, total_ms: float):

@@ -31,7 +31,7 @@ def values(tiny_model):
     trace = generate_trace(tiny_model, "hello there", settings, annotate=make_annotator(tiny_model))
     ctx = build_context(tiny_model, trace.prompt_token_ids, 12, 1, "dynamic", Ceilings(7e9, 7e10, None, "test"))
     v = lesson.values_for(trace.events, ctx)
-    v.update(serving_sketch.slot_values(trace.events, ctx))
+    v.update(serving_sketch.slot_values(trace.events, ctx, serving_sketch.step_time_for(tiny_model.config, "fp32")))
     bundled = results.shown_before_press("batching")
     assert bundled is not None and bundled.source == "bundled"
     v.update(panel_figures.batching_answer_values(bundled.result, recorded=True))
@@ -82,3 +82,22 @@ def test_the_answers_print_the_same_figures_as_the_details(values):
     assert f"**{values['paper_ms']} ms**" in lesson.text("q_paper", values)
     assert f"**{values['stall_whole_s']} s**" in lesson.text("serving", values)
     assert f"{values['stall_whole_s']} s" in sections.answer("serving", values)
+
+
+@pytest.mark.parametrize("reasons", [(), ("fixed",), ("stream",), ("unexplained",), ("fixed", "stream"),
+                                     ("fixed", "stream", "unexplained")])
+def test_the_paper_answer_blames_only_what_the_numbers_support(values, reasons):
+    """Its second sentence is a reading of this run's medians (lesson.paper_reasons), short in every case."""
+    text = sections.answer("paper", {**values, "paper_rest": lesson.paper_rest(reasons)})
+    assert len(text.split()) <= sections.ANSWER_MAX_WORDS, text
+    assert ("fixed cost" in text) == ("fixed" in reasons) and ("slower than the benchmark" in text) == ("stream" in reasons)
+    assert ("GPU" in text) == (bool(reasons) and "unexplained" not in reasons)
+
+
+def test_paper_reasons_follow_the_numbers():
+    terms = {"overhead": 11.0, "memory": 61.5, "kv": 1.6, "compute": 3.0}
+    # the weights' predicted time under bytes ÷ bandwidth, the step far over its prediction: no stream blamed
+    assert lesson.paper_reasons(terms, 131.9, 100.0, 77.0) == ("fixed", "unexplained")
+    assert lesson.paper_reasons(terms, 131.9, 176.0, 77.0) == ("unexplained",)  # 11 ms: under a tenth of 176
+    assert lesson.paper_reasons({**terms, "memory": 150.0, "overhead": 20.0}, 131.9, 170.0, 166.0) == ("fixed", "stream")
+    assert lesson.paper_reasons({**terms, "overhead": 1.0}, 131.9, 140.0, 135.0) == ()

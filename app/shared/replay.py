@@ -30,6 +30,11 @@ def _special(text: str) -> bool:
     return text.startswith("<|") and text.endswith("|>")
 
 
+def model_config(trace: Trace) -> dict[str, Any] | None:
+    """The bundled config.json of the model a trace recorded (None for a model the app does not bundle)."""
+    return _model_configs().get(str(trace.model.get("id", ""))) or None
+
+
 @cache
 def _model_configs() -> dict[str, dict[str, Any]]:
     """Bundled model configs by their hub id, for what a trace does not record (query heads, window)."""

@@ -195,13 +195,16 @@ def work_units(requests: Sequence[Request]) -> int:
 
 
 def simulate(config: SimConfig, requests: list[Request] | None = None, step: StepTime | None = None,
-             should_stop: Callable[[], bool] | None = None) -> SimResult:
+             should_stop: Callable[[], bool] | None = None,
+             deployed: tuple[ModelSpec, HardwareSpec, Scenario] | None = None) -> SimResult:
     """Run `config` on `requests` (default: its workload's). `step` may be passed to reuse the
     coefficients of an earlier run of the same deployment. `should_stop`, asked now and then by the
-    event loop, ends the run early with core.sim.engine.SimulationStopped."""
+    event loop, ends the run early with core.sim.engine.SimulationStopped. `deployed`: the model,
+    machine and setting already resolved (a model from its own config on the calibrated host, which
+    config's preset names cannot name); config's model and hardware are then only labels."""
     config = config.checked()
-    engine = engine_fit(config)
-    spec, hardware, scenario = deployment(config, engine)
+    engine = None if deployed is not None else engine_fit(config)
+    spec, hardware, scenario = deployed if deployed is not None else deployment(config, engine)
     if requests is None:
         requests = requests_for(config, spec)
     too_long = [r.id for r in requests if r.prompt_tokens + r.output_tokens - 1 > spec.max_positions]

@@ -17,7 +17,7 @@ import streamlit as st
 from app.shared.context import RunContext, build_context
 from app.shared.experiment_results import this_machine
 from app.shared.model import cached_ceilings
-from app.shared.replay import recorded_on
+from app.shared.replay import model_config, recorded_on
 from app.shared.text import stop_sentence
 from app.views.live import export, figures, lesson, panels, presenter, sections, serving_sketch, state
 
@@ -43,8 +43,17 @@ def render(loaded: Any) -> None:
     render_cache(run if finished else None, events, ctx, values, loaded)
     sections.heading("batching")
     panels.batching_panel(loaded)
-    render_serving(events, ctx, values)
+    render_serving(events, ctx, values, _sketch_step(loaded, run))
     render_appendix(loaded, values)
+
+
+def _sketch_step(loaded: Any, run: Any) -> Any:
+    """The simulator's step time for the model on screen: the loaded one, else the recording's."""
+    if loaded is not None:
+        return serving_sketch.step_time_for(loaded.config, getattr(loaded.info, "dtype", "fp32"))
+    if run is not None and run.replay:
+        return serving_sketch.step_time_for(model_config(run.trace_data), run.trace_data.model.get("dtype") or "fp32")
+    return None
 
 
 def render_cache(run: Any, events: list, ctx: RunContext, values: dict[str, str], loaded: Any) -> None:
@@ -72,14 +81,15 @@ def render_appendix(loaded: Any, values: dict[str, str]) -> None:
         st.markdown(lesson.text("glossary", values))
 
 
-def render_serving(events: list, ctx: RunContext, values: dict[str, str]) -> None:
-    """The serving question, with this run's speeds put on three readers and a long prompt."""
-    values = {**values, **serving_sketch.slot_values(events, ctx)}
+def render_serving(events: list, ctx: RunContext, values: dict[str, str], fitted: Any) -> None:
+    """The serving question, played by the serving simulator on this run's speeds: three readers
+    and a long prompt."""
+    values = {**values, **serving_sketch.slot_values(events, ctx, fitted)}
     sections.heading("serving")
     c1, c2 = st.columns([3, 2], gap="large")
     with c1:
         if values.get("stall_whole_s"):
-            st.plotly_chart(serving_sketch.figure(events, ctx), key="serving_sketch")
+            st.plotly_chart(serving_sketch.figure(events, ctx, fitted), key="serving_sketch")
         else:
             st.caption("After a run, this chart puts its measured speeds on three readers and a long prompt.")
     with c2:

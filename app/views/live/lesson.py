@@ -240,7 +240,47 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
     # from the printed figures, so the gap a reader subtracts is the gap the sentence gives
     v["rest_sentence"] = _rest_sentence(float(v["measured_median_ms"]), float(v["pred_ms"]), fast / len(decode))
+    if "paper_weights_ms" in v:
+        v["paper_rest"] = paper_rest(paper_reasons(terms, float(v["paper_weights_ms"]), measured, pred))
     return v
+
+
+# What the short answer to "why is decode slower than on paper" may blame, each a named decision on
+# this run's medians (the details give the figures): the fixed cost when it is at least this share of
+# the measured step, the weights' stream when the latency model's time for them is this much over
+# bytes ÷ bandwidth, and time the latency model does not explain when the step ran HELD_UP times
+# its prediction or more.
+FIXED_COST_SHARE = 0.1
+SLOWER_STREAM = 1.05
+PAPER_REASONS = ("fixed", "stream", "unexplained")
+
+
+def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms: float,
+                  predicted_ms: float) -> tuple[str, ...]:
+    """Which of PAPER_REASONS this run's numbers support, in that order."""
+    found = []
+    if terms.get("overhead", 0.0) >= FIXED_COST_SHARE * measured_ms:
+        found.append("fixed")
+    if terms.get("memory", 0.0) > SLOWER_STREAM * paper_weights_ms:
+        found.append("stream")
+    if measured_ms >= HELD_UP * predicted_ms:
+        found.append("unexplained")
+    return tuple(found)
+
+
+_REASON_WORDS = {"fixed": "per-layer fixed cost (Python launching each operation)",
+                 "stream": "weights streaming slower than the benchmark",
+                 "unexplained": "time the latency model misses"}
+
+
+def paper_rest(reasons: tuple[str, ...]) -> str:
+    """The short answer's second sentence, from paper_reasons."""
+    if not reasons:
+        return "The latency model accounts for the rest."
+    words = [_REASON_WORDS[r] for r in reasons]
+    listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    tail = ", mostly gone on GPU engines" if "unexplained" not in reasons else ""
+    return f"The rest is {listed}{tail}."
 
 
 def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
