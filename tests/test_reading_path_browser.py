@@ -5,6 +5,8 @@ details one click down, and the prompt and Generate on the first screen."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.devtools.words import count_words, lesson_words
@@ -42,6 +44,7 @@ def test_after_a_run_the_page_reads_as_six_short_answers(app_server, browser):
             answer = page.locator(f".st-key-pd_answer_{s.key}")
             assert answer.count() == 1, f"{s.key}: no answer on the page"
             assert count_words(answer.inner_text()) <= sections.ANSWER_MAX_WORDS, s.key
+        _one_value_per_quantity(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "reading-path-first-screen.png"))
         words = lesson_words(page)
@@ -49,3 +52,18 @@ def test_after_a_run_the_page_reads_as_six_short_answers(app_server, browser):
         # nothing deleted, only moved one click down: the details are several times the reading path
         assert words["lesson_words_total"] >= 3 * words["lesson_words_default"], words
         assert page.locator("[data-testid=stException]").count() == 0
+
+
+def _one_value_per_quantity(page) -> None:
+    """Each quantity the answers print is the value shown for it elsewhere on the page: the tiles' time
+    to first token and time per output token, the weights' size in the traffic chart's title."""
+    tiles = {t["label"]: t["value"] for t in page.evaluate("""() => Array.from(document.querySelectorAll('.pd-tile'))
+        .map(t => ({label: t.querySelector('.pd-tile-label').innerText, value: t.querySelector('.pd-tile-value').innerText}))""")}
+    answer = {s.key: page.locator(f".st-key-pd_answer_{s.key}").inner_text() for s in sections.SECTIONS}
+    ttft, tpot = tiles["Time to first token"], tiles["Time per output token"]
+    assert ttft in answer["phases"] and tpot in answer["phases"], (tiles, answer["phases"])
+    assert tpot in answer["paper"], (tpot, answer["paper"])
+    title = page.locator(".pd-chart[data-chart=traffic] .pd-chart-title").inner_text()
+    weights = re.search(r"([\d,]+ MB)$", title).group(1)
+    assert weights in answer["bandwidth"] and weights in answer["cache"], (weights, answer)
+    assert re.findall(r"[\d,.]+ MB", answer["paper"]) and weights not in answer["paper"]  # a step's bytes, named apart

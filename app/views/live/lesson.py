@@ -88,7 +88,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
             cost = events[0].cost
             v["prefill_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.1f}"
     if len(events) > 1:
-        v["tpot_ms"] = f"{perf.tpot_ms(events):.0f}"
+        v["tpot_ms"] = sig3(perf.tpot_ms(events))  # as the tile prints it: one value per quantity
         if events[-1].cost:
             cost = events[-1].cost
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import plotly.graph_objects as go
@@ -60,19 +59,25 @@ class Timeline:
         return self.first_token_s - self.arrival_s
 
 
-@cache
+_FITTED: dict[tuple[Any, str], tuple[StepTime, tuple]] = {}
+
+
 def _fitted(spec: Any, dtype: str) -> tuple[StepTime, tuple] | None:
     """The simulator's step time for this model on this server (its cached calibration; never
-    measures), with the deployment it was fitted for; None before the server is calibrated."""
+    measures), with the deployment it was fitted for; None before the server is calibrated (not
+    remembered: the next page pass tries again)."""
     from core import calibrate
     from core.deployment import Scenario, predictor
 
-    try:
-        hardware = calibrate.host_spec(calibrate.host_calibration(False))
-        scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=dtype).resolved()
-        return StepTime.fit(spec, hardware, scenario, predictor(spec, hardware, scenario)), (spec, hardware, scenario)
-    except Exception:  # not calibrated yet, or a model the cost model cannot price: no sketch
-        return None
+    if (spec, dtype) not in _FITTED:
+        try:
+            hardware = calibrate.host_spec(calibrate.host_calibration(False))
+            scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=dtype).resolved()
+            step = StepTime.fit(spec, hardware, scenario, predictor(spec, hardware, scenario))
+        except Exception:  # not calibrated yet, or a model the cost model cannot price: no sketch
+            return None
+        _FITTED[(spec, dtype)] = (step, (spec, hardware, scenario))
+    return _FITTED[(spec, dtype)]
 
 
 def step_time_for(model_config: Any, dtype: str = "fp32") -> tuple[StepTime, tuple] | None:
