@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ARTIFACTS, ROOT
 
 AXE_JS = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 TAGS = ("wcag2a", "wcag2aa")
@@ -39,3 +39,12 @@ def describe(violations: list[dict]) -> str:
         for n in v["nodes"]:
             lines.append(f"{v['impact']} {v['id']}: {n['target'][-80:]} :: {n['summary']} :: {n['html']}")
     return "\n".join(lines)
+
+
+def assert_clean(page, name: str) -> None:
+    """No serious or critical WCAG 2 A/AA violation on the page, with a full-page screenshot kept."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"a11y-{name}.png"), full_page=True)
+    found = axe_violations(page)
+    assert not found, f"{name}: axe found serious or critical WCAG 2 A/AA violations:\n{describe(found)}"
+    assert page.locator("[data-testid=stException]").count() == 0

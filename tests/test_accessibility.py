@@ -1,5 +1,6 @@
 """Every page held to WCAG 2 A and AA in Chromium (axe-core: no serious or critical violation after a
-run), and the live page used with the keyboard alone. What assistive technology reads is checked
+run; the live page's check runs in tests/test_reading_path_browser.py, on the run that test makes
+anyway), and the live page used with the keyboard alone. What assistive technology reads is checked
 with Playwright's aria_snapshot (Streamlit marks its Material icons aria-hidden), not inner_text.
 Screenshots go to artifacts/."""
 
@@ -7,32 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.a11y import axe_violations, describe
+from tests.a11y import assert_clean
 from tests.conftest import ARTIFACTS, browser_page, live_state
 
 pytestmark = [pytest.mark.browser]
-
-SETTLED = ("done", "stopped", "error", "abandoned")
-LINK = "/?prompt=Name+three+colours.&max_new_tokens=8"
-
-
-def _assert_clean(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"a11y-{name}.png"), full_page=True)
-    found = axe_violations(page)
-    assert not found, f"{name}: axe found serious or critical WCAG 2 A/AA violations:\n{describe(found)}"
-    assert page.locator("[data-testid=stException]").count() == 0
-
-
-def _wait_run_settled(page, timeout_ms: int = 180_000) -> None:
-    """Until the run is over and the display shows every step (the page's own data attributes)."""
-    page.wait_for_function(
-        """(settled) => { const c = document.querySelector('.pd-controls');
-            const kv = document.querySelector('.pd-chart[data-chart=kv]');
-            if (!c || !settled.includes(c.dataset.status)) return false;
-            const available = Number(c.dataset.available || 0), shown = Number(c.dataset.shown || 0);
-            return available > 0 && shown === available && kv && Number(kv.dataset.applied || -1) === shown; }""",
-        arg=list(SETTLED), timeout=timeout_ms)
 
 
 def _idle(page) -> None:
@@ -40,24 +19,12 @@ def _idle(page) -> None:
     page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=120_000)
 
 
-@pytest.mark.model
-def test_live_page_after_a_run_has_no_serious_violation(app_server, browser):
-    with browser_page(browser, 1440, 1000) as page:
-        page.goto(app_server + LINK)
-        page.get_by_label("Prompt").wait_for(timeout=180_000)
-        page.get_by_role("button", name="Generate").click()
-        _wait_run_settled(page)
-        page.locator(".st-key-pd_answer_serving").wait_for(timeout=60_000)  # the after-run lesson
-        _idle(page)
-        _assert_clean(page, "live")
-
-
 def test_whatif_page_has_no_serious_violation(app_server, browser):
     with browser_page(browser, 1440, 1000) as page:
         page.goto(f"{app_server}/whatif")
         page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=120_000)
         _idle(page)
-        _assert_clean(page, "whatif")
+        assert_clean(page, "whatif")
 
 
 def test_serving_page_after_a_simulation_has_no_serious_violation(app_server, browser):
@@ -66,7 +33,7 @@ def test_serving_page_after_a_simulation_has_no_serious_violation(app_server, br
         page.wait_for_function("""() => document.body.innerText.split('requests met both targets').length - 1 >= 2
             && document.querySelectorAll('.js-plotly-plot').length >= 8""", timeout=120_000)
         _idle(page)
-        _assert_clean(page, "serving")
+        assert_clean(page, "serving")
 
 
 def test_engine_lab_page_has_no_serious_violation(app_server, browser):
@@ -77,7 +44,7 @@ def test_engine_lab_page_has_no_serious_violation(app_server, browser):
             return plots.length >= 3 && plots.every(gd => gd._fullLayout && (gd.data || []).length > 0); }""",
             timeout=120_000)
         _idle(page)
-        _assert_clean(page, "engines")
+        assert_clean(page, "engines")
 
 
 def _tab_to(page, role: str, name: str, limit: int = 80, key: str = "Tab") -> None:

@@ -1,7 +1,8 @@
 """The live page read as a newcomer with five minutes reads it, in Chromium after the page's default run:
 the six questions as headings in page order, each answered in at most 50 words, at most 1,500 words
 on the page without opening anything (app.devtools.words, the measure the page bench reports), the
-details one click down, and the prompt and Generate on the first screen."""
+details one click down, and the prompt and Generate on the first screen. The same run holds the live
+page to WCAG 2 A/AA (axe-core), as tests/test_accessibility.py holds the other pages."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from app.devtools.words import count_words, lesson_words
 from app.views.live import sections
+from tests.a11y import assert_clean
 from tests.conftest import ARTIFACTS, browser_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
@@ -47,6 +49,7 @@ def test_after_a_run_the_page_reads_as_six_short_answers(app_server, browser):
         _one_value_per_quantity(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "reading-path-first-screen.png"))
+        assert_clean(page, "live")  # WCAG 2 A/AA after a run, as every page (tests/test_accessibility.py)
         words = lesson_words(page)
         assert words["lesson_words_default"] <= READING_PATH_MAX_WORDS, words
         # nothing deleted, only moved one click down: the details are several times the reading path

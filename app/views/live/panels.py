@@ -128,14 +128,13 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
     busy = job is not None and job.active
     left, right = st.columns([3, 2], gap="large")
     answer_slot = right.empty()
-    with right, st.expander("How the comparison works"):
-        st.markdown(
-            "The same prompt is generated three ways, one forward of each in turn so any noise on the "
-            "machine hits all three alike: with the **dynamic** cache (the default: it grows as tokens "
-            "arrive), with a **static** cache (allocated for the whole run up front), and with **no cache**, "
-            "where every step feeds the whole sequence through the model again. Without a cache the cost "
-            "of a step grows with the sequence, so the run is capped at 32 tokens. The end-of-turn token "
-            "is ignored so all three run equally long.")
+    method = (
+        "The same prompt is generated three ways, one forward of each in turn so any noise on the "
+        "machine hits all three alike: with the **dynamic** cache (the default: it grows as tokens "
+        "arrive), with a **static** cache (allocated for the whole run up front), and with **no cache**, "
+        "where every step feeds the whole sequence through the model again. Without a cache the cost "
+        "of a step grows with the sequence, so the run is capped at 32 tokens. The end-of-turn token "
+        "is ignored so all three run equally long.")
     with right:
         n = st.slider("Tokens to generate in each mode", 4, COMPARE_DEFAULT_TOKENS, COMPARE_DEFAULT_TOKENS,
                       key=state.COMPARE_TOKENS, disabled=busy)
@@ -170,7 +169,9 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
         summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
         beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
         caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
-        with right, st.expander("How we know: the comparison"):
+    with right, st.expander("How we know: the comparison"):
+        st.markdown(method)
+        if shown is not None:
             st.caption(_compare_prompt_note(shown))
             st.markdown("\n\n".join(t for t in (summary, beside, caveat) if t))
     _poll(job, state.COMPARE_SEEN)
@@ -234,11 +235,10 @@ def _batching_body(loaded: Any) -> None:
                         st.caption("The latency model alone, past the measured range"
                                    + (" (the recording machine's model):" if recorded else ":"))
                         st.dataframe(pd.DataFrame(shown.result["predicted"]), hide_index=True)
-    with right, st.expander("How we know: why it pays"):
-        st.markdown(lesson.text("batching"))
-        st.markdown(f"The button measures this server: a short fixed prompt (“{BATCH_PROMPT}”, the recording's too) "
-                    f"copied into every row, {BATCH_STEPS} decode steps per batch size (median shown); the latency "
-                    "model goes on to batch 128.")
+    details = [lesson.text("batching"),
+               f"The button measures this server: a short fixed prompt (“{BATCH_PROMPT}”, the recording's too) "
+               f"copied into every row, {BATCH_STEPS} decode steps per batch size (median shown); the latency "
+               "model goes on to batch 128."]
     if shown is not None:
         with answer_slot.container(key="pd_answer_batching"):
             st.markdown(sections.answer("batching", panel_figures.batching_answer_values(
@@ -246,10 +246,9 @@ def _batching_body(loaded: Any) -> None:
         summary = panel_figures.batching_summary(shown.result, where, here)
         beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)
-        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
-        if summary or beside:
-            with right, st.expander("How we know: the figures"):
-                st.markdown("\n\n".join(t for t in (summary, beside, caveat) if t))
+        details += [t for t in (summary, beside, results.RECORDING_CAVEAT if shown.source == "bundled" else "") if t]
+    with right, st.expander("How we know: batching"):
+        st.markdown("\n\n".join(details))
     _poll(job, state.BATCHING_SEEN)
 
 
