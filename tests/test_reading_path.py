@@ -24,12 +24,18 @@ QUESTIONS = (  # in the issue's words
 
 
 @pytest.fixture(scope="module")
-def values(tiny_model):
+def run(tiny_model):
     from app.shared.model import make_annotator
 
     settings = GenerationSettings(max_new_tokens=12, stop_on_eos=False)
     trace = generate_trace(tiny_model, "hello there", settings, annotate=make_annotator(tiny_model))
     ctx = build_context(tiny_model, trace.prompt_token_ids, 12, 1, "dynamic", Ceilings(7e9, 7e10, None, "test"))
+    return trace, ctx
+
+
+@pytest.fixture(scope="module")
+def values(tiny_model, run):
+    trace, ctx = run
     v = lesson.values_for(trace.events, ctx)
     v.update(serving_sketch.slot_values(trace.events, ctx, serving_sketch.step_time_for(tiny_model.config, "fp32")))
     bundled = results.load_bundled("batching")  # not shown_before_press: an earlier test may have measured
@@ -101,3 +107,18 @@ def test_paper_reasons_follow_the_numbers():
     assert lesson.paper_reasons(terms, 131.9, 176.0, 77.0) == ("unexplained",)  # 11 ms: under a tenth of 176
     assert lesson.paper_reasons({**terms, "memory": 150.0, "overhead": 20.0}, 131.9, 170.0, 166.0) == ("fixed", "stream")
     assert lesson.paper_reasons({**terms, "overhead": 1.0}, 131.9, 140.0, 135.0) == ()
+
+
+def test_a_run_faster_than_paper_is_not_explained_by_extra_costs(values):
+    """A run whose steps beat bytes ÷ the calibrated bandwidth (a calibration made at a busier moment)
+    gets an answer that says so, not one that blames fixed costs for a gap that is not there."""
+    text = sections.answer("paper", {**values, "paper_rest": lesson.FASTER_THAN_PAPER})
+    assert len(text.split()) <= sections.ANSWER_MAX_WORDS and "fixed cost" not in text
+
+
+def test_the_paper_answer_reads_which_side_of_paper_the_run_fell(values):
+    assert lesson.paper_rest(("fixed", "stream"), faster=True) == lesson.FASTER_THAN_PAPER
+    assert lesson.paper_rest(("fixed",), faster=False).startswith("The rest is per-layer fixed cost")
+    # the run's own values: its TPOT against its paper time decides, as printed
+    faster = float(values["tpot_ms"]) <= float(values["paper_ms"])
+    assert (values["paper_rest"] == lesson.FASTER_THAN_PAPER) == faster

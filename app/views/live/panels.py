@@ -143,7 +143,8 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
             job = CompareJob(get_queue(), loaded, prompt_ids, n).start()
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
-        st.caption(why or f"Runs the prompt in the box ({len(prompt_ids)} tokens): about {max(5, round(n * 0.3))} s.")
+        st.caption(why or f"Runs the prompt in the box ({len(prompt_ids)} tokens): about {max(5, round(n * 0.3))} s "
+                          "on the recording's machine.")
     shown = None
     with left:
         if job is not None:
