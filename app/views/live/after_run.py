@@ -1,10 +1,12 @@
 """Everything below the live charts, in lesson order, written once for every state of the page.
 
-The answer and the per-layer GQA detail once a run has ended, the formulas and the KV/weights
-crossover, then the experiments (cache on/off, batching), serving and "about this run". The same
-`render` serves the live model, a recording shown while the model is missing, and presenter mode
-(which shows only what the current tour step needs). These are ordinary Streamlit elements drawn on
-full script runs only, so they cost nothing while the live view animates.
+The three questions answered after a run (the KV cache: the cache on and off, with the crossover
+chart and the per-layer heads one click down; batching; serving, played by the simulator), then the
+appendix (formulas, "about this run", the glossary). The answer block itself (render_answer) is
+drawn at the top of the live fragment. The same `render` serves the live model, a recording shown
+while the model is missing, and presenter mode (which shows only what the current tour step needs).
+These are ordinary Streamlit elements drawn on full script runs only, so they cost nothing while
+the live view animates.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The live page: a real model generates in front of the reader, top to bottom in lesson order.
 
-Thin: it lays out sections that live in app/sections. Nothing imported here loads torch: the model
+Thin: the inputs, then the live fragment (the answer block and the three questions the live charts
+answer, app.views.live.live_view), then the rest (after_run); the questions are
+app.views.live.sections. Nothing imported here loads torch: the model
 loads in the background (app.shared.model), while a recording stands in for it, so the title
 paints at once.
 """
