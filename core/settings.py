@@ -133,6 +133,12 @@ def bench_log() -> bool:
     return bool(os.environ.get("PDLAB_BENCH_LOG"))
 
 
+def run_log() -> bool:
+    """PDLAB_RUN_LOG set: each Generate prints one line (session, run, the run it replaces) to the
+    server's log, so a test that sees a run nobody asked for leaves the evidence behind."""
+    return bool(os.environ.get("PDLAB_RUN_LOG"))
+
+
 def force_replay_wait() -> bool:
     """PDLAB_FORCE_REPLAY_WAIT set: the page acts as if the model needed preparing (tests of the wait)."""
     return bool(os.environ.get("PDLAB_FORCE_REPLAY_WAIT"))

@@ -32,7 +32,14 @@ POISSON_REQUESTS = 16
 
 
 def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
+    """Probe the engine, fit its latency model and save the fit under the engine's setting name."""
     samples = engine_fit.probe(engine.client, engine.setting.budget, repeats=repeats, dtype=engine.setting.dtype)
+    return fit_samples(engine, samples)
+
+
+def fit_samples(engine: LiveEngine, samples: list) -> dict[str, Any]:
+    """Fit and save from probe samples already measured on this engine (the fit is cheap, the probe
+    is not: one probe can serve every setting name the same engine is listed under)."""
     predictor = engine_fit.fit_engine(samples, engine.setting)
     return engine_fit.save(engine.setting, predictor, samples, engine.version)
 

@@ -44,3 +44,13 @@ def vllm():
 def llama():
     with _start("llama-b2048", required=False) as live:
         yield live
+
+
+@pytest.fixture(scope="session")
+def vllm_probe(vllm) -> list:
+    """The engine's probe samples (core.engines.fit.probe), measured once per session while no page
+    or browser shares the cores with it, and fitted by each test under the name it needs
+    (experiments.fit_samples): probing takes about half a minute a time."""
+    from core.engines import fit as engine_fit
+
+    return engine_fit.probe(vllm.client, vllm.setting.budget, repeats=2, dtype=vllm.setting.dtype)

@@ -21,16 +21,17 @@ NAME = "vllm-under-test"
 
 
 @pytest.fixture(scope="module")
-def lab_live(vllm):
-    # The simulator is fitted to the engine here, before the page and Chromium share the two cores
-    # with it: probed under their load, the fit once missed its own probe and was refused, so the run
-    # was never simulated. The page's own calibrate button is still pressed if it shows.
+def lab_live(vllm, vllm_probe):
+    # The simulator is fitted to the engine here from the session's probe (taken before the page and
+    # Chromium shared the two cores with it: probed under their load, the fit once missed its own
+    # probe and was refused, so the run was never simulated). The page's own calibrate button is
+    # still pressed if it shows.
     from core.engines import experiments
     from core.engines.launch import EngineSetting
     from core.engines.session import LiveEngine
 
-    experiments.calibrate(LiveEngine(EngineSetting(NAME, "vllm", vllm.setting.budget, vllm.setting.max_seqs),
-                                     vllm.base_url, vllm.client, vllm.version))
+    experiments.fit_samples(LiveEngine(EngineSetting(NAME, "vllm", vllm.setting.budget, vllm.setting.max_seqs),
+                                       vllm.base_url, vllm.client, vllm.version), vllm_probe)
     env = {"PDLAB_MAKE_ENGINE_PORTS": "off",
            "PDLAB_ENGINES": json.dumps([{"name": NAME, "url": vllm.base_url, "model": "smollm2", "engine": "vllm",
                                          "budget": vllm.setting.budget, "max_seqs": vllm.setting.max_seqs,

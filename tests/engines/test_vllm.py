@@ -94,11 +94,11 @@ def test_a_prompt_injected_mid_run_is_sent_then(vllm):
     assert len(injected.token_s) == work.long_output and injected.error is None
 
 
-def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm):
+def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm, vllm_probe):
     from core.engines import experiments
     from core.engines import fit as engine_fit
 
-    entry = experiments.calibrate(vllm, repeats=1)
+    entry = experiments.fit_samples(vllm, vllm_probe)
     assert entry["engine"] == "vllm" and entry["budget"] == 2048
     phases = [s["phase"] for s in entry["samples"]]
     assert phases.count("prefill") == len(engine_fit.PREFILL_LENGTHS)
@@ -114,7 +114,7 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm):
         assert c[key] is not None and math.isfinite(c[key]) and c[key] >= 0, key
 
 
-def test_an_arrival_file_is_played_on_its_times_and_simulated_on_the_same_requests(vllm):
+def test_an_arrival_file_is_played_on_its_times_and_simulated_on_the_same_requests(vllm, vllm_probe):
     """The simulator's own arrival format, sent to the engine: each request leaves at its arrival
     time, and the simulation of the same requests (with this engine's fit) covers every one."""
     from core.engines import experiments
@@ -130,7 +130,7 @@ def test_an_arrival_file_is_played_on_its_times_and_simulated_on_the_same_reques
         assert got.error is None and len(got.token_s) == want["output_tokens"]
         assert got.sent_s == pytest.approx(want["arrival_s"], abs=0.25)  # sent when due, not all at once
     if engine_predictor("vllm-b2048") is None:
-        experiments.calibrate(vllm, repeats=1)
+        experiments.fit_samples(vllm, vllm_probe)
     sim, comparison = experiments.simulated(run, "vllm-b2048")
     assert sorted(sim) == [0, 1, 2] and [len(sim[i]) for i in range(3)] == [12, 6, 9]
     assert all(sim[r.id][0] > r.sent_s for r in run.requests)  # the simulated arrivals are the send times

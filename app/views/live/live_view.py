@@ -69,6 +69,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
 def live_view(model_config: Any) -> None:
     run = state.current_run()
     every = POLL_S if run is not None and run.active else None
+    state.set_polling(run)
     st.fragment(_live_body, run_every=every)(model_config)
 
 
@@ -81,7 +82,7 @@ def _live_body(model_config: Any) -> None:
 
 def _live_content(model_config: Any) -> None:
     run = state.current_run()
-    full = state.fragment_sees_full_pass()
+    full_pass = full = state.fragment_sees_full_pass()
     resent = state.take_resend()  # a view asked for every step again (see askResendIfBehind in app/views/live/js/)
     full = full or resent
     if run is None:
@@ -89,6 +90,9 @@ def _live_content(model_config: Any) -> None:
                 "the cache growing, and the measured time and traffic beside their predictions.")
         return
     run.touch()
+    if state.polling_lost(run):
+        st.rerun()  # a full pass sets the fragment polling for this run (see state.polling_lost)
+    over = not run.active  # read before the snapshot: when True, the snapshot holds every event
     events = list(run.events)  # a snapshot: the worker keeps appending
     ctx = run.ctx
     status = status_of(run)
@@ -109,7 +113,9 @@ def _live_content(model_config: Any) -> None:
             mine = [c for c in charts.LIVE_CHARTS if c.section == section.key]
             if mine:
                 _live_section(section.key, mine, run, events, ctx, start, resent, texts)
-    if state.needs_final_rerun(run):
+    if state.needs_final_rerun(run) and not (full_pass and over):
+        # A fragment pass, or a run that ended after its snapshot, asks for a full pass to draw the
+        # end; a full pass that saw the run over draws the after-run sections itself.
         st.rerun()
 
 

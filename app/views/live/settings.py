@@ -6,17 +6,19 @@ that is too long, or an out-of-range setting is explained at once instead of fai
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app.shared.model import get_queue
 from app.shared.runs import GenerationRun
 from app.views.live import state
 from core import settings as server_settings
 from core.runner import GenerationSettings, SettingsError, encode_prompt
-from core.settings import PROMPT_BOX_MAX_CHARS, runs_per_minute
+from core.settings import PROMPT_BOX_MAX_CHARS, run_log, runs_per_minute
 
 EXAMPLES = [
     "Explain in two sentences why the sky is blue.",
@@ -62,6 +64,11 @@ def _use_example() -> None:
         st.session_state[state.PROMPT] = choice
 
 
+def _session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id[:8] if ctx is not None else "?"
+
+
 def on_generate(loaded: Any) -> None:
     """Button callback: runs before the script, so Stop is already enabled when the page redraws."""
     prepared = prepare_run(loaded, st.session_state.get(state.PROMPT, ""))
@@ -75,14 +82,27 @@ def on_generate(loaded: Any) -> None:
     settings, prompt_ids = prepared
     run = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings,
                         wait_for_page=True)
+    if run_log():
+        old = state.current_run()
+        print(f"PDLAB_GENERATE session={_session_id()} run={run.id} replaces="
+              f"{getattr(old, 'id', None)}:{getattr(old, 'status', None)} t={time.monotonic():.3f}",
+              file=sys.stderr, flush=True)
     state.set_run(run)
     run.start()
+
+
+# How long the Stop click waits for the model to finish its forward: a decode step takes well under
+# this, so the pass the click starts draws the run stopped, with its after-run sections, at once.
+# A long prefill outlasts it; the page then shows the run stopping and the next poll finishes it.
+STOP_WAIT_S = 1.0
 
 
 def on_stop() -> None:
     run = state.current_run()
     if run is not None and run.active:
         run.stop()
+        if hasattr(run, "join"):
+            run.join(STOP_WAIT_S)
 
 
 def render_inputs(loaded: Any) -> None:

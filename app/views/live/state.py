@@ -22,6 +22,7 @@ FINALIZED = "pd_finalized_run"
 FULL_PASS = "pd_full_pass"
 FRAGMENT_SEEN = "pd_fragment_seen_pass"
 LESSON_TEXTS = "pd_live_lesson_texts"  # the lesson prose beside the live charts, refreshed every few s
+POLLING = "pd_polling_run"  # the run the live fragment was last set to poll for (by a full pass)
 RESEND = "pd_resend"  # a live view asked for every step again (it missed a render)
 COMPARE = "pd_compare_job"
 BATCHING = "pd_batch_job"
@@ -90,6 +91,21 @@ def fragment_sees_full_pass() -> bool:
     return False
 
 
+def set_polling(run) -> None:
+    """A full pass registers the live fragment: it polls for `run` when that run is active."""
+    st.session_state[POLLING] = run.id if run is not None and run.active else None
+
+
+def polling_lost(run) -> bool:
+    """True when `run` is active but no full pass set the fragment to poll for it.
+
+    A click's callbacks run before its pass; a pass that is then preempted (a live view's value
+    asks for a fragment-only rerun) never reaches the fragment that would poll for the new run, and
+    the page sat on "waiting for the page to finish drawing" with the run long over. The fragment
+    asks for a full pass instead (tests/test_load.py's eight sessions found it)."""
+    return run is not None and run.active and st.session_state.get(POLLING) != run.id
+
+
 def request_resend() -> None:
     """A live view's callback: it found a gap in what it received, so send it everything next pass."""
     st.session_state[RESEND] = True
@@ -101,7 +117,8 @@ def take_resend() -> bool:
 
 
 def needs_final_rerun(run) -> bool:
-    """True once per finished run: the page then reruns fully to draw the after-run sections."""
+    """True once per finished run: the page draws the after-run sections (a fragment pass reruns
+    the page for them; a full pass draws them itself)."""
     if run is None or run.active or st.session_state.get(FINALIZED) == run.id:
         return False
     st.session_state[FINALIZED] = run.id
