@@ -1,7 +1,7 @@
 """The live page read as a newcomer with five minutes reads it, in Chromium after the page's default run:
 the six questions as headings in page order, each answered in at most 50 words, at most 1,500 words
 on the page without opening anything (app.devtools.words, the measure the page bench reports), the
-details one click down, and the prompt and Generate on the first screen. The same run holds the live
+details one click down, and the prompt, Generate and the cache grid on the first screen. The same run holds the live
 page to WCAG 2 A/AA (axe-core), as tests/test_accessibility.py holds the other pages."""
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ def test_after_a_run_the_page_reads_as_six_short_answers(app_server, browser):
             assert count_words(answer.inner_text()) <= sections.ANSWER_MAX_WORDS, s.key
         _one_value_per_quantity(page)
         ARTIFACTS.mkdir(exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(ARTIFACTS / "reading-path-first-screen.png"))
+        # the first screen shows the model at work: the cache grid beside the tiles and token streams
+        assert _in_first_screen(page.locator(".pd-chart[data-chart=kv] .pd-plot")), \
+            page.locator(".pd-chart[data-chart=kv] .pd-plot").bounding_box()
         assert_clean(page, "live")  # WCAG 2 A/AA after a run, as every page (tests/test_accessibility.py)
         words = lesson_words(page)
         assert words["lesson_words_default"] <= READING_PATH_MAX_WORDS, words

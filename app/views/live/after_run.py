@@ -41,7 +41,7 @@ def render(loaded: Any) -> None:
     if ctx is None:
         return
     events = run.events if run is not None and run.ctx is not None else []
-    values = lesson.values_for(events, ctx)
+    values = lesson.run_values(run.id if run is not None and run.ctx is not None else None, list(events), ctx)
     render_cache(run if finished else None, events, ctx, values, loaded)
     sections.heading("batching")
     panels.batching_panel(loaded)

@@ -48,6 +48,9 @@ LIVE_CHARTS: tuple[LiveChart, ...] = (
               "Table: roofline points", "roofline", "bandwidth", "the roofline"),
 )
 NAMES = tuple(c.name for c in LIVE_CHARTS)
+# The chart drawn beside the tiles and token streams, at the top: a reader's first screen shows the
+# model at work (its cache filling), not only the inputs. Its section's answer sits by the next chart.
+PINNED = "kv"
 _BY_NAME = {c.name: c for c in LIVE_CHARTS}
 
 

@@ -59,7 +59,7 @@ def _lesson_texts(run: Any, events: list, ctx: Any) -> dict[str, str]:
     now = time.monotonic()
     if (run.active and cached is not None and cached["run"] == run.id and now - cached["t"] < TEXT_REFRESH_S):
         return cached["texts"]
-    values = lesson.values_for(events, ctx)  # the waits come with the events (Event.waited_ms)
+    values = lesson.run_values(run.id, events, ctx)  # the waits come with the events (Event.waited_ms)
     texts = {c.lesson: lesson.text(c.lesson, values) for c in charts.LIVE_CHARTS}
     texts.update({f"answer:{s.key}": sections.answer(s.key, values) for s in sections.SECTIONS})
     state.put(state.LESSON_TEXTS, {"run": run.id, "t": now, "texts": texts})
@@ -102,15 +102,19 @@ def _live_content(model_config: Any) -> None:
     controls = live.controls_data(run.id if ctx else None, status, events, ctx, start)
     controls["replay"] = run.replay
     controls["poll_s"] = POLL_S  # the browser paces its display one pass behind the model
-    live.mount(controls, total=len(events) if ctx is not None else None, resent=resent,
-               on_resend=state.request_resend)
+    tokens_col, pinned_col = st.columns([1, 1], gap="large")  # always both: element paths stay put
+    with tokens_col:
+        live.mount(controls, total=len(events) if ctx is not None else None, resent=resent,
+                   on_resend=state.request_resend)
     if ctx is not None:
+        with pinned_col:
+            texts = _lesson_texts(run, events, ctx)
+            _chart_with_details(charts.chart(charts.PINNED), run, events, ctx, start, resent, texts)
         with st.container(key="pd_answer_box"):  # one element whatever it holds: the charts below keep their place
             if not run.active and events:
                 after_run.render_answer(run)
-        texts = _lesson_texts(run, events, ctx)
         for section in sections.SECTIONS:
-            mine = [c for c in charts.LIVE_CHARTS if c.section == section.key]
+            mine = [c for c in charts.LIVE_CHARTS if c.section == section.key and c.name != charts.PINNED]
             if mine:
                 _live_section(section.key, mine, run, events, ctx, start, resent, texts)
     if state.needs_final_rerun(run) and not (full_pass and over):
@@ -127,20 +131,29 @@ def _live_section(key: str, mine: list, run: Any, events: list, ctx: Any, start:
     for i, chart in enumerate(mine):
         left, right = st.columns([3, 2], gap="large")
         with left:
-            live.mount(live.chart_data(chart.name, run.id, events, ctx, start), total=len(events), resent=resent,
-                       on_resend=state.request_resend)
-            with st.expander(chart.table_title):
-                if run.active:
-                    st.caption("The table fills in when the run ends (the chart above is live).")
-                else:
-                    st.dataframe(chart.table(events, ctx), hide_index=True)
+            _chart(chart, run, events, ctx, start, resent)
         with right:
             if i == 0:
-                answer = texts.get(f"answer:{key}", "")
-                if answer:
-                    with st.container(key=f"pd_answer_{key}"):
-                        st.markdown(answer)
-                else:
-                    st.caption("The answer, with this run's numbers, appears as the run goes.")
+                sections.show_answer(key, texts.get(f"answer:{key}", ""),
+                                     "The answer, with this run's numbers, appears as the run goes.")
             with sections.how_we_know(chart.topic):
                 st.markdown(texts[chart.lesson])
+
+
+def _chart(chart: Any, run: Any, events: list, ctx: Any, start: int, resent: bool) -> None:
+    """A live chart and, one click down, the numbers behind it."""
+    live.mount(live.chart_data(chart.name, run.id, events, ctx, start), total=len(events), resent=resent,
+               on_resend=state.request_resend)
+    with st.expander(chart.table_title):
+        if run.active:
+            st.caption("The table fills in when the run ends (the chart above is live).")
+        else:
+            st.dataframe(chart.table(events, ctx), hide_index=True)
+
+
+def _chart_with_details(chart: Any, run: Any, events: list, ctx: Any, start: int, resent: bool,
+                        texts: dict[str, str]) -> None:
+    """The pinned chart (charts.PINNED): the chart, its table, and how we know, stacked in one column."""
+    _chart(chart, run, events, ctx, start, resent)
+    with sections.how_we_know(chart.topic):
+        st.markdown(texts[chart.lesson])

@@ -18,42 +18,45 @@ from core.trace import Event
 
 
 def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
-    """Headline numbers after these events: label, value, and where the number comes from."""
+    """Headline numbers after these events: label, value, its mark (where the number comes from:
+    measured, computed; the page draws it as a small badge, defined once at the top) and a note on
+    what it covers."""
     out: list[dict[str, str]] = []
     if not events:
         return out
     first = events[0]
     out.append({"label": "Time to first token", "value": f"{first.latency_ms:.0f} ms",
-                "note": f"measured: prefill of {first.n_new} tokens"})
+                "mark": "measured", "note": f"prefill of {first.n_new} tokens"})
     tpot = perf.tpot_ms(events)
     if tpot is not None:
         steps = len(perf.decode_latencies_ms(events))
         shown = sig3(tpot)  # the speed is divided from it, so 1000 ÷ the printed ms gives the printed tok/s
         out.append({"label": "Time per output token", "value": f"{shown} ms",
-                    "note": f"measured: mean of {steps} decode steps"})
+                    "mark": "measured", "note": f"mean of {steps} decode steps"})
         out.append({"label": "Decode speed", "value": f"{1000.0 / float(shown) * ctx.batch:.1f} tok/s",
-                    "note": "computed: 1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
+                    "mark": "computed", "note": "1000 / mean step time" + (f", × {ctx.batch} rows" if ctx.batch > 1 else "")})
     else:
-        out.append({"label": "Time per output token", "value": "–", "note": "after the first decode step"})
+        out.append({"label": "Time per output token", "value": "–", "mark": "", "note": "after the first decode step"})
     positions = events[-1].kv_seq_len
-    note = f"measured from the tensors: {positions} positions"
+    note = f"read from the tensors: {positions} positions"
     if len(events) > 1 and events[-1].n_new == 1 and positions > 1:
         # the traffic chart's last bar reads one position fewer than this: say so, or 3.96 MB read
         # beside a 4.01 MB cache looks like an error
         note += f" (the last step read {positions - 1} of them and wrote 1)"
-    out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes),
+    out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes), "mark": "measured",
                 "note": note if ctx.cache != "none" else "no cache in this run"})
     gbs = perf.achieved_bandwidth(events)
     if gbs is not None:
         ceiling = ctx.ceilings.bandwidth
-        note = "computed bytes ÷ measured time"
+        note = "bytes ÷ measured time"
         # both printed to two decimals and the share divided from the printed figures, so a reader's
         # own division gives the printed percentage
         shown, shown_ceiling = gbs_text(gbs), gbs_text(ceiling) if ceiling else ""
         if float(shown_ceiling or 0):
-            note += (f"; ceiling {shown_ceiling} GB/s calibrated "
+            note += (f"; calibrated ceiling {shown_ceiling} GB/s "
                      f"({100 * float(shown) / float(shown_ceiling):.0f}% of it)")
-        out.append({"label": "Achieved bandwidth (decode)", "value": f"{shown} GB/s", "note": note})
+        out.append({"label": "Achieved bandwidth (decode)", "value": f"{shown} GB/s", "mark": "computed",
+                    "note": note})
     return out
 
 

@@ -164,9 +164,9 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
                     st.dataframe(pd.DataFrame(panel_figures.compare_rows(shown.result)), hide_index=True)
     if shown is not None:  # a summary of half the forwards would mislead: none while measuring
         if values is not None:
-            with answer_slot.container(key="pd_answer_cache"):
-                st.markdown(sections.answer("cache", {**values, **panel_figures.compare_answer_values(
-                    shown.result, recorded=shown.source == "bundled")}))
+            with answer_slot.container():
+                sections.render_answer("cache", {**values, **panel_figures.compare_answer_values(
+                    shown.result, recorded=shown.source == "bundled")})
         summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
         beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
         caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
@@ -241,9 +241,9 @@ def _batching_body(loaded: Any) -> None:
                f"copied into every row, {BATCH_STEPS} decode steps per batch size (median shown); the latency "
                "model goes on to batch 128."]
     if shown is not None:
-        with answer_slot.container(key="pd_answer_batching"):
-            st.markdown(sections.answer("batching", panel_figures.batching_answer_values(
-                shown.result, recorded=shown.source == "bundled")))
+        with answer_slot.container():
+            sections.render_answer("batching", panel_figures.batching_answer_values(
+                shown.result, recorded=shown.source == "bundled"))
         summary = panel_figures.batching_summary(shown.result, where, here)
         beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)

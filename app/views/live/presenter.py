@@ -104,14 +104,13 @@ def current_step(model_ready: bool) -> dict[str, Any] | None:
 
 
 def render_header() -> None:
-    """The presenter toggle and the share box, top right; in presenter mode, the CSS too."""
-    _, c2 = st.columns([5, 2], vertical_alignment="center")
-    with c2:
-        a, b = st.columns(2, vertical_alignment="center")
-        a.toggle("Presenter mode", key=state.PRESENTER, help="Large type, minimal chrome, guided tour. "
-                 "Keys: Space play/pause · ← → step · PageDown/PageUp or N/P: tour")
-        with b:
-            link.render_share_box()
+    """The presenter toggle and the share box (the page puts them beside its title); in presenter
+    mode, the CSS too."""
+    a, b = st.columns(2, vertical_alignment="center")
+    a.toggle("Presenter mode", key=state.PRESENTER, help="Large type, minimal chrome, guided tour. "
+             "Keys: Space play/pause · ← → step · PageDown/PageUp or N/P: tour")
+    with b:
+        link.render_share_box()
     if active():
         st.markdown(CSS, unsafe_allow_html=True)
         _keys_component(key="pd-tour-keys", data={}, height="content")
@@ -128,7 +127,7 @@ def render_tour(model_ready: bool) -> None:
     step = steps[i]
     st.session_state[state.PAGE] = step["section"]  # share_links turns "live" into "replay" for a recording
     run = state.current_run()
-    values = lesson.values_for(run.events, run.ctx) if run is not None and run.ctx is not None else {}
+    values = lesson.run_values(run.id, list(run.events), run.ctx) if run is not None and run.ctx is not None else {}
     text = lesson.fill(step["text"], values)
     with st.container(key="pd_tour"):
         st.markdown(f"### {step['title']}")

@@ -56,7 +56,12 @@ def heading(key: str) -> None:
 
 def render_answer(key: str, values: dict[str, str], waiting: str = "") -> None:
     """The answer as the section's lead paragraph; `waiting` (or nothing) while its numbers are unknown."""
-    text = answer(key, values)
+    show_answer(key, answer(key, values), waiting)
+
+
+def show_answer(key: str, text: str, waiting: str = "") -> None:
+    """An answer already filled (`answer`'s text, '' while its numbers are unknown): the one place
+    that draws an answer, in the container the tests and the tour find it by (pd_answer_<key>)."""
     if text:
         with st.container(key=f"pd_answer_{key}"):
             st.markdown(text)

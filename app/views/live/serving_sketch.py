@@ -105,13 +105,15 @@ def timelines(events: list[Event], ctx: RunContext, fitted: tuple[StepTime, tupl
     tpot = perf.tpot_ms(events)
     if tpot is None or fitted is None:
         return None
-    # the run's median cache length; the result is cached, so a page pass replays nothing (fitted
-    # objects come from _fitted's cache and live as long as the server: their id is a safe key)
-    key = (id(fitted), round(tpot, 3), ctx.prompt_len + len(events) // 2, long_prompt, chunk)
+    # the run's median cache length; the result is cached by what it is played from (the model, its
+    # dtype, the run's step time and cache length), so a page pass replays nothing
+    spec, _, scenario = fitted[1]
+    played = (round(tpot, 3), ctx.prompt_len + len(events) // 2, long_prompt, chunk)
+    key = (spec, scenario.weight_dtype, *played)
     if key not in _PLAYED:
         if len(_PLAYED) >= 64:
             _PLAYED.pop(next(iter(_PLAYED)))
-        _PLAYED[key] = _play(fitted, *key[1:])
+        _PLAYED[key] = _play(fitted, *played)
     return _PLAYED[key]
 
 

@@ -105,21 +105,22 @@ def on_stop() -> None:
             run.join(STOP_WAIT_S)
 
 
-def render_inputs(loaded: Any) -> None:
-    """Draw the inputs; Generate and Stop act through callbacks (see on_generate)."""
+def render_inputs(loaded: Any) -> Any:
+    """Draw the inputs; Generate and Stop act through callbacks (see on_generate). Returns the
+    prompt's column, for what belongs under the prompt (the recorded runs)."""
     for key, value in DEFAULTS.items():
         st.session_state.setdefault(key, value)
     run = state.current_run()
     active = run is not None and run.active
     left, right = st.columns([3, 2], gap="large")
     with left:
-        st.selectbox("Try an example", EXAMPLES, index=None, key=state.EXAMPLE, on_change=_use_example,
-                     placeholder="Pick an example to fill the prompt…")
         st.text_area("Prompt", key=state.PROMPT, height=100, max_chars=PROMPT_BOX_MAX_CHARS)
-        b1, b2, b3 = st.columns([1, 1, 3])
+        b1, b2, b3, b4 = st.columns([1, 1, 2.2, 1.3], vertical_alignment="center")
         b1.button("Generate", type="primary", key=state.GENERATE, width="stretch", on_click=on_generate, args=(loaded,))
         b2.button("Stop", key=state.STOP, disabled=not active, width="stretch", on_click=on_stop)
-        with b3.popover("Limits and privacy"):
+        b3.selectbox("Try an example", EXAMPLES, index=None, key=state.EXAMPLE, on_change=_use_example,
+                     placeholder="Try an example…", label_visibility="collapsed")
+        with b4.popover("Limits and privacy", width="stretch"):
             st.caption(limits_caption())
     with right:
         st.slider("Max new tokens", 1, MAX_NEW_TOKENS, key=state.MAX_NEW,
@@ -127,10 +128,11 @@ def render_inputs(loaded: Any) -> None:
         st.radio("KV cache", list(CACHE_LABELS), key=state.CACHE, horizontal=True,
                  format_func=CACHE_LABELS.__getitem__,
                  help="Off: every step recomputes the whole sequence (capped at 32 tokens).")
-        st.toggle("Use the chat template", key=state.CHAT,
-                  help="Your text is wrapped in the model's chat format (who speaks, and a short system message) "
-                       "before it is split into tokens.")
-        with st.expander("Sampling (default: greedy)"):
+        chat, sampling = st.columns([1, 1], vertical_alignment="center")
+        chat.toggle("Use the chat template", key=state.CHAT,
+                    help="Your text is wrapped in the model's chat format (who speaks, and a short system message) "
+                         "before it is split into tokens.")
+        with sampling.expander("Sampling (default: greedy)"):
             st.slider("Temperature (0 = always the most likely token)", 0.0, 2.0, step=0.1, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", min_value=0, max_value=1000, step=1, key=state.TOP_K)
             st.number_input("Top-p (1 = off)", min_value=0.01, max_value=1.0, step=0.05, key=state.TOP_P)
@@ -138,6 +140,7 @@ def render_inputs(loaded: Any) -> None:
     message = st.session_state.pop(state.MESSAGE, None)
     if message:
         st.warning(message)
+    return left
 
 
 def settings_from_state():

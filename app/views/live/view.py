@@ -44,16 +44,18 @@ def _render() -> None:
     state.begin_full_pass()
     link.apply_link_once()  # a link's values go into the widgets before any widget is drawn
     st.markdown(PAGE_CSS, unsafe_allow_html=True)
-    st.title(TITLE)
+    title, tools = st.columns([5, 2], vertical_alignment="center")
+    title.title(TITLE)
+    with tools:
+        presenter.render_header()
     st.markdown(lesson.text("where"))
-    presenter.render_header()
     link.show_notices()
     # The model loads in the background; while it prepares, or if it cannot load, a recording replays.
     status, loaded = model_gate.model_state()
     if status == "ready":
         start_calibration(loaded)
-        settings.render_inputs(loaded)
-        recordings.render_tools(loaded)
+        with settings.render_inputs(loaded):  # the recordings sit under the prompt, beside the settings
+            recordings.render_tools(loaded)
     else:
         recordings.ensure_something_on_screen()
         recordings.model_banner(status, loaded or "")
@@ -62,7 +64,6 @@ def _render() -> None:
         loaded = None
     presenter.render_tour(loaded is not None)
     recordings.replay_banner(state.current_run())
-    st.divider()
     live_view.live_view(loaded.config if loaded is not None else None)
     after_run.render(loaded)
     link.sync_url()

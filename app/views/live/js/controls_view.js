@@ -131,6 +131,10 @@ class ControlsView {
       const l = document.createElement("div"); l.className = "pd-tile-label"; l.textContent = t.label;
       const v = document.createElement("div"); v.className = "pd-tile-value"; v.textContent = t.value;
       const n = document.createElement("div"); n.className = "pd-tile-note"; n.textContent = t.note;
+      if (t.mark) {  // where the number comes from, as a word (never colour alone), before what it covers
+        const m = document.createElement("span"); m.className = `pd-mark pd-mark-${t.mark}`; m.textContent = t.mark;
+        n.prepend(m, " ");
+      }
       d.append(l, v, n);
       return d;
     }));
