@@ -46,6 +46,9 @@ def llama():
         yield live
 
 
+PROBE_REPEATS = 2  # as the page's and the CLI's calibration (core.engines.experiments.calibrate)
+
+
 @pytest.fixture(scope="session")
 def vllm_probe(vllm) -> list:
     """The engine's probe samples (core.engines.fit.probe), measured once per session while no page
@@ -53,4 +56,4 @@ def vllm_probe(vllm) -> list:
     (experiments.fit_samples): probing takes about half a minute a time."""
     from core.engines import fit as engine_fit
 
-    return engine_fit.probe(vllm.client, vllm.setting.budget, repeats=2, dtype=vllm.setting.dtype)
+    return engine_fit.probe(vllm.client, vllm.setting.budget, repeats=PROBE_REPEATS, dtype=vllm.setting.dtype)

@@ -19,6 +19,7 @@ from core.engines.player import Player, build_prompts, play
 from core.engines.process import free_port
 from core.engines.record import EngineRun
 from core.sim.workload import Request
+from tests.engines.conftest import PROBE_REPEATS
 
 pytestmark = pytest.mark.engine
 
@@ -101,8 +102,8 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm, vllm_prob
     entry = experiments.fit_samples(vllm, vllm_probe)
     assert entry["engine"] == "vllm" and entry["budget"] == 2048
     phases = [s["phase"] for s in entry["samples"]]
-    assert phases.count("prefill") == len(engine_fit.PREFILL_LENGTHS)
-    assert phases.count("decode") == len(engine_fit.DECODE_BATCHES)
+    assert phases.count("prefill") == PROBE_REPEATS * len(engine_fit.PREFILL_LENGTHS)
+    assert phases.count("decode") == PROBE_REPEATS * len(engine_fit.DECODE_BATCHES)
     assert all(s["measured_s"] > 0 and s["predicted_s"] > 0 for s in entry["samples"])
     result = experiments.stall(vllm, StallWorkload(streams=2, short_output=32, long_at_s=0.3))
     sim = result["simulated"]

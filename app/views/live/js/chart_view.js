@@ -210,8 +210,15 @@ class ChartView {
       b.setAttribute("aria-pressed", String(!this.hidden.has(i)));
       b.title = "Hide or show this series";
       const label = element("span", "");
-      label.textContent = t.name;
+      // a trailing "(measured)" and the like becomes the page's mark: a word in a badge, as on the tiles
+      const marked = MARKED.exec(t.name);
+      label.textContent = marked ? marked[1] : t.name;
       b.append(swatch(t), label);
+      if (marked) {
+        const m = element("span", `pd-mark pd-mark-${marked[2]}`);
+        m.textContent = marked[2];
+        b.append(m);
+      }
       b.addEventListener("click", () => {
         if (this.hidden.has(i)) this.hidden.delete(i); else this.hidden.add(i);
         b.setAttribute("aria-pressed", String(!this.hidden.has(i)));
@@ -222,6 +229,8 @@ class ChartView {
     this.legendEl.hidden = entries.length === 0;
   }
 }
+
+const MARKED = /^(.*\S) \((measured|computed|calibrated|predicted|recorded|estimated)\)$/;
 
 // A legend key drawn like the trace: a bar block, or a line (dashed if the trace is) with its marker.
 function swatch(t) {
