@@ -189,8 +189,20 @@ class ChartView {
       const box = element("div", "pd-chart-notes-" + anchor);
       for (const a of notes.filter((n) => (n.xanchor === "right" ? "right" : "left") === anchor)) {
         const span = element("span", "pd-chart-note");
-        span.textContent = plainText(a.text);
-        if (a.font && a.font.color) span.style.color = a.font.color;
+        const text = plainText(a.text);
+        const color = a.font && a.font.color;
+        if (color && text.startsWith("■")) {
+          // the square carries the series' colour; the words stay in the text colour (the accents,
+          // vermillion on white among them, fall under WCAG's 4.5:1 for small text)
+          const key = element("span", "pd-chart-note-key");
+          key.textContent = "■";
+          key.style.color = color;
+          key.setAttribute("aria-hidden", "true");
+          span.append(key, text.slice(1));
+        } else {
+          span.textContent = text;
+          if (color) span.style.color = color;
+        }
         box.appendChild(span);
       }
       return box;
