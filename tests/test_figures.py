@@ -11,7 +11,7 @@ import pytest
 
 from app.shared.context import Ceilings, build_context
 from app.shared.jobs import RunQueue
-from app.views.live import charts, figures, lesson, metrics
+from app.views.live import charts, figures, lesson, metrics, shown
 from app.views.live import component as live
 from app.views.live.patches import apply_patch, point_count
 from core import perf
@@ -187,7 +187,7 @@ def test_the_paper_and_prefill_texts_agree_with_the_run(run_data):
         assert "[[" not in text and "—" not in text, name
     decode = events[1:]
     assert values["pred_ms"] == f"{statistics.median(e.predicted_ms for e in decode):.0f}"
-    assert values["p_memory_ms"] == lesson._ms(statistics.median(e.predicted_terms_ms['memory'] for e in decode))
+    assert values["p_memory_ms"] == shown.term_ms(statistics.median(e.predicted_terms_ms['memory'] for e in decode))
     paper = statistics.median(1000 * e.cost['bytes']['total'] / 7e9 for e in decode)
     assert abs(float(values["paper_ms"]) - paper) <= 0.05 + 0.002 * paper  # from the printed MB, within rounding
     flops, seconds = events[0].cost["flops"]["total"], events[0].latency_ms / 1e3
@@ -209,7 +209,7 @@ def test_prefill_sentences_reconcile_their_numbers(run_data):
 
 
 def test_small_terms_keep_two_digits_and_the_gap_reads_by_its_sign():
-    assert lesson._ms(85.94) == "85.9" and lesson._ms(0.042) == "0.042" and lesson._ms(0.0) == "0.0"
+    assert shown.term_ms(85.94) == "85.9" and shown.term_ms(0.042) == "0.042" and shown.term_ms(0.0) == "0.0"
     assert lesson._rest_sentence(100.0, 80.0).startswith("the other 20 ms are what the prediction misses")
     assert lesson._rest_sentence(74.0, 99.0).startswith("25 ms less than predicted")
     assert lesson._rest_sentence(37.5, 41.0).startswith("3.5 ms less than predicted")  # 41 − 37.5, as printed

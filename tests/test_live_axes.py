@@ -16,7 +16,7 @@ import statistics
 import pytest
 
 from app.shared import replay
-from app.views.live import charts, figures
+from app.views.live import charts, figures, shown
 from core import perf
 from tests.conftest import ARTIFACTS, ROOT, browser_page, script_server
 from tests.live_axes import assert_axes_cover_data, wait_settled
@@ -57,10 +57,10 @@ def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:
     latency = charts.figure_dict("latency", events, ctx)
     prefill = perf.prediction_error_pct(events[0].predicted_ms, events[0].latency_ms)
     title = latency["layout"]["title"]["text"]
-    assert f"prefill {figures.signed_pct(prefill)}" in title, title
+    assert f"prefill {shown.signed_pct(prefill)}" in title, title
     decode = [perf.prediction_error_pct(e.predicted_ms, e.latency_ms) for e in events[1:]]
     fast = sum(1 for x in decode if x < 0)
-    assert f"decode {figures.signed_pct(statistics.median(decode))} (median over steps; {fast} of {len(decode)} " \
+    assert f"decode {shown.signed_pct(statistics.median(decode))} (median over steps; {fast} of {len(decode)} " \
            "predicted too fast)" in title, title
     notes = " ".join(a["text"] for a in latency["layout"]["annotations"])
     assert "(predicted − measured) ÷ measured" in notes and "below 0 = predicted too fast" in notes

@@ -10,7 +10,7 @@ import pytest
 
 from app.shared import experiment_results as results
 from app.shared.context import Ceilings, build_context
-from app.views.live import charts, lesson, panel_figures, sections, serving_sketch
+from app.views.live import charts, figures, lesson, panel_figures, sections, serving_sketch
 from core.runner import GenerationSettings, generate_trace
 
 QUESTIONS = (  # in the issue's words
@@ -143,8 +143,9 @@ def test_a_runs_values_are_computed_once_per_state(run, monkeypatch):
 
 
 @pytest.mark.parametrize(("measured", "ceiling", "past"), [
-    ("5.44 GB/s", "4.09 GB/s", True), ("3.10 GB/s", "4.09 GB/s", False), ("4.09 GB/s", "4.09 GB/s", False),
-    ("1,234.5 GB/s", "999.9 GB/s", True)])
+    (5.44e9, 4.09e9, True), (3.10e9, 4.09e9, False), (4.09e9, 4.09e9, False),
+    (4.094e9, 4.09e9, False),  # both print 4.09 GB/s: a reader sees no gap, so neither does the page
+    (4.096e9, 4.09e9, True)])
 def test_a_bandwidth_is_read_against_the_calibrated_ceiling_as_printed(measured, ceiling, past):
     assert lesson.past_ceiling(measured, ceiling) is past
 
@@ -161,12 +162,30 @@ def test_the_details_never_say_a_run_fell_short_of_a_ceiling_it_beat(run, ceilin
     achieved = perf.achieved_bandwidth(trace.events)  # bytes/s
     ctx = replace(ctx, ceilings=Ceilings(ceiling_share * achieved, 7e10, None, "test"))
     v = lesson.values_for(trace.events, ctx)
-    past = lesson.past_ceiling(v["achieved_gbs"], v["ceiling_gbs"])
+    past = lesson.past_ceiling(achieved, ctx.ceilings.bandwidth)
     assert past is (ceiling_share < 1), (v["achieved_gbs"], v["ceiling_gbs"])
     side = "past" if past else "short"
     assert v["ceiling_reading"] == lesson.reading("ceiling", side, v)
     assert v["slope_reading"] == lesson.reading("slope", side, v)
     assert "—" not in lesson.text("q2_bandwidth", v) + lesson.text("roofline", v)
     if "weights_gbs" in v:
-        weights_side = "past" if lesson.past_ceiling(v["weights_gbs"], v["ceiling_gbs"]) else "short"
+        weights_side = "past" if float(v["weights_gbs"].split()[0]) > float(v["ceiling_gbs"].split()[0]) else "short"
         assert v["weights_reading"] == lesson.reading("weights_stream", weights_side, v)
+    # the paper section's closing sentence and the two charts' titles read the run the same way
+    median_past = float(v["measured_median_ms"]) <= float(v["paper_ms"])
+    assert v["paper_share_reading"] == lesson.reading("paper_share", "past" if median_past else "short", v)
+    assert lesson.beats_paper(trace.events, ctx) is (ceiling_share < 1)
+    last = len(trace.events) - 1
+    budget_title = figures.budget_patch(trace.events, last, ctx)["layout"]["title.text"]
+    assert budget_title == figures.BUDGET_TITLES["faster" if ceiling_share < 1 else "slower"]
+    roof_title = figures.roofline_patch(trace.events, last, ctx)["layout"]["title.text"]
+    assert roof_title == figures.ROOFLINE_TITLES["past" if past else "short"]
+
+
+def test_a_prefill_left_of_the_ridge_is_capped_by_its_bytes_and_says_when_it_fell_short():
+    """Left of the ridge the roofline caps a forward by its bytes; a prefill far under that cap was held
+    back by more than its bytes, and the verdict must not say the bytes alone set its pace."""
+    at_cap = lesson._left_of_ridge_verdict(14.9, 14.9 * 4.09e9, 4.09e9)
+    under = lesson._left_of_ridge_verdict(14.9, 0.56 * 14.9 * 4.09e9, 4.09e9)
+    assert "moving its bytes set its pace" in at_cap and "only" not in at_cap
+    assert "only 56% of that cap" in under and "not the bytes alone" in under

@@ -21,7 +21,7 @@ from app.shared.experiment_results import this_machine
 from app.shared.model import cached_ceilings
 from app.shared.replay import model_config, recorded_on
 from app.shared.text import stop_sentence
-from app.views.live import export, figures, lesson, panels, presenter, sections, serving_sketch, state
+from app.views.live import export, figures, lesson, panels, presenter, sections, serving_sketch, shown, state
 
 
 def render(loaded: Any) -> None:
@@ -135,7 +135,7 @@ def render_layer_detail(run: Any) -> None:
             f"This model has **{ctx.n_heads} query heads** but stores only **{ctx.n_kv_heads} KV heads** per layer: "
             f"each KV head is shared by {g} query heads (grouped-query attention). The cache therefore holds "
             f"{ctx.n_kv_heads} × {ctx.head_dim} numbers per layer for keys and as many for values, "
-            f"{figures.fmt_bytes(ctx.kv_bytes_per_cell)} per position and layer, {ctx.n_heads // ctx.n_kv_heads}× "
+            f"{shown.fmt_bytes(ctx.kv_bytes_per_cell)} per position and layer, {ctx.n_heads // ctx.n_kv_heads}× "
             f"less than if every query head had its own (computed from the model's config).")
     with c1:
         st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")

@@ -17,7 +17,9 @@ import plotly.graph_objects as go
 
 from app.shared import palette as pal
 from app.shared.context import RunContext
+from app.views.live import lesson
 from app.views.live.patches import Patch
+from app.views.live.shown import fmt_bytes, gbs_text, sig3, signed_pct
 from core import perf
 from core.trace import Event
 
@@ -210,10 +212,6 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
             f"<br><sub>prediction error: {errors}</sub>")
 
 
-def signed_pct(x: float) -> str:
-    """A percentage with its sign, "+12%" or "−38%" (a true minus sign)."""
-    r = round(x)
-    return f"{'−' if r < 0 else '+'}{abs(r)}%"
 
 
 # --- memory traffic per step ----------------------------------------------------------------
@@ -308,6 +306,14 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
 
 # --- roofline -------------------------------------------------------------------------------
 
+# The roofline's finding, read from the run so far (lesson.past_ceiling: the decode steps' bandwidth
+# against the calibrated slope, as printed).
+ROOFLINE_TITLES = {
+    "short": "Decode sits far left of the ridge, under the memory slope: bandwidth sets its pace",
+    "past": "Decode sits far left of the ridge, where bandwidth sets the pace (this run beat the calibrated slope)",
+}
+
+
 def roofline_base(ctx: RunContext) -> dict[str, Any]:
     c = ctx.ceilings
     roof: dict[str, Any] = {"type": "scatter", "mode": "lines", "x": [], "y": [], "name": "this machine's roof (calibrated)",
@@ -339,7 +345,7 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
          "marker": {"color": pal.PREDICTED, "size": 19, "symbol": "circle-open", "line": {"width": 2}},
          "hovertemplate": point, "customdata": []},
     ]
-    title = "Decode sits far left of the ridge, under the memory slope: bandwidth sets its pace"
+    title = ROOFLINE_TITLES["short"]
     if not c.bandwidth:
         title += " (machine not calibrated: no roof)"
     layout = pal.base_layout(title, height=400, annotations=notes)
@@ -352,26 +358,6 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
 
 
 GIGA = 1e9  # the roofline's y axis is in GFLOP/s, the unit the text quotes
-
-
-
-def sig3(value: float) -> str:
-    """A figure to three significant figures (154, 12.6, 6.03, 0.190): two such
-    figures divided by a reader give a percentage right to the point (two figures can be 5% off)."""
-    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:#.3g}"
-
-
-def gbs_text(bandwidth: float) -> str:
-    """A bandwidth in GB/s as the page prints it: two decimals, the precision at which a reader
-    dividing a printed size by it gets the printed time (the "about this run" table prints the same)."""
-    return f"{bandwidth / 1e9:.2f}"
-
-
-def ridge_text(peak_flops: float, bandwidth: float) -> str:
-    """The ridge point in FLOP/byte as the page prints it: divided from the printed roof and bandwidth
-    (sig3 GFLOP/s over gbs_text GB/s), so 107 ÷ 21.57 reads 5.0 wherever it is quoted, not 4.9 in
-    one place and 5.0 in another from differently rounded copies of the same calibration."""
-    return f"{float(sig3(peak_flops / 1e9)) / float(gbs_text(bandwidth)):.1f}"
 
 
 def _sig(value: float, digits: int = 5) -> float:
@@ -392,7 +378,12 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if e.predicted_ms:
         append["3"] = {"x": [x], "y": [_sig(flops / (e.predicted_ms / 1e3) / GIGA)],
                        "customdata": [f"{label}, predicted {e.predicted_ms:.1f} ms"]}
-    return {"append": append}
+    patch: Patch = {"append": append}
+    achieved = perf.achieved_bandwidth(events[:k + 1]) if e.phase == "decode" else None
+    if achieved and ctx.ceilings.bandwidth:
+        past = lesson.past_ceiling(achieved, ctx.ceilings.bandwidth)
+        patch["layout"] = {"title.text": ROOFLINE_TITLES["past" if past else "short"]}
+    return patch
 
 
 # --- where a decode step's time goes ----------------------------------------------------------
@@ -402,6 +393,15 @@ BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
                 ("memory", "streaming the weights and activations", pal.WEIGHTS),
                 ("kv", "reading and writing the KV cache", pal.KV_READ),
                 ("compute", "arithmetic", pal.GREEN))
+
+
+# The step-budget chart's finding, read from the run so far (lesson.beats_paper).
+_BUDGET_SUB = "<br><sub>each bar: the prediction split into its parts; diamonds: measured</sub>"
+BUDGET_TITLES = {
+    "slower": "A decode step takes longer than bytes ÷ bandwidth: fixed costs add up" + _BUDGET_SUB,
+    "faster": "These decode steps beat bytes ÷ the calibrated bandwidth: that benchmark understates this "
+              "machine now" + _BUDGET_SUB,
+}
 
 
 def budget_base(ctx: RunContext) -> dict[str, Any]:
@@ -416,8 +416,7 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                  "line": {"color": pal.PURPLE, "width": 2, "dash": "dash"},
                  "hovertemplate": "step %{x}: %{y:.1f} ms if the step only moved its bytes at the "
                                   "calibrated bandwidth<extra></extra>"})
-    layout = pal.base_layout("A decode step takes longer than bytes ÷ bandwidth: fixed costs add up<br><sub>each bar: the "
-                             "prediction split into its parts; diamonds: measured</sub>", height=380,
+    layout = pal.base_layout(BUDGET_TITLES["slower"], height=380,
                              barmode="stack", bargap=0.15, meta={"notes_row": True})
     layout["margin"] = {**layout["margin"], "t": 95}  # the two-line title, then the KV note
     layout["xaxis"] = {"title": {"text": "decode step"}, "range": [0.3, max(ctx.max_new_tokens, 2) - 0.3]}
@@ -444,6 +443,8 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         text = f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted"
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
+    finding = "faster" if lesson.beats_paper(events[:k + 1], ctx) else "slower"
+    patch.setdefault("layout", {})["title.text"] = BUDGET_TITLES[finding]
     return patch
 
 
@@ -478,12 +479,3 @@ def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which:
     fig.update_xaxes(title_text="cache position")
     return fig
 
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes in decimal units, the page's one convention (1 MB = 10^6 bytes, like GB/s of bandwidth)."""
-    if n is None:
-        return "n/a"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"

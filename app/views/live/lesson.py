@@ -16,7 +16,8 @@ from functools import cache
 from pathlib import Path
 
 from app.shared.context import RunContext
-from app.views.live.figures import fmt_bytes, gbs_text, ridge_text, sig3, signed_pct
+from app.views.live import shown
+from app.views.live.shown import fmt_bytes, gbs_text, mb_text, ridge_text, sig3, signed_pct, term_ms, whole_ms
 from core import perf
 from core.trace import Event
 
@@ -52,13 +53,13 @@ def reading(name: str, which: str, values: dict[str, str]) -> str:
     return fill(raw(f"readings/{name}.{which}"), values).strip()
 
 
-def past_ceiling(measured_gbs: str, ceiling_gbs: str) -> bool:
-    """True when a bandwidth as printed ("5.44 GB/s") is above the calibrated ceiling as printed.
+def past_ceiling(measured: float, ceiling: float) -> bool:
+    """True when a bandwidth (bytes/s) as printed is above the calibrated ceiling as printed.
 
     The ceiling is a benchmark measured once per server; a run on a machine less busy than it was
     then beats it (this server's dev cache, measured under load, read 4.09 GB/s against runs at
     5-9 GB/s), and the details must then not say the run fell short of it."""
-    return _printed(measured_gbs.split()[0]) > _printed(ceiling_gbs.split()[0])
+    return shown.gbs_value(measured) > shown.gbs_value(ceiling)
 
 
 # A prefill this much slower than predicted was held up by something the model's work cannot explain
@@ -93,6 +94,25 @@ def run_values(run_id: int | None, events: list[Event], ctx: RunContext | None) 
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
     return dict(values)
+
+
+def paper_step_ms(decode: list[Event], bandwidth: float) -> float:
+    """Bytes ÷ bandwidth for the median decode step, as the page prints it: divided from the printed
+    MB and GB/s, so a reader's own division gives the printed time (the dashed line, perf.paper_ms per
+    step, uses the unrounded figures: they differ by under 0.1%)."""
+    step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
+    return shown.tenth_value(shown.mb_value(step_bytes) / shown.gbs_value(bandwidth))
+
+
+def beats_paper(events: list[Event], ctx: RunContext) -> bool:
+    """True when this run's mean decode step (TPOT, as the tile prints it) took no longer than the
+    median step's bytes ÷ the calibrated bandwidth: the paper time then overstates the step, and the
+    paper answer and the step-budget chart's title say so instead of blaming costs that are not there."""
+    decode = [e for e in events if e.phase == "decode" and e.cost]
+    tpot = perf.tpot_ms(events)
+    if not decode or tpot is None or not ctx.ceilings.bandwidth:
+        return False
+    return shown.sig3_value(tpot) <= paper_step_ms(decode, ctx.ceilings.bandwidth)
 
 
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
@@ -139,32 +159,20 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         if gbs is not None:
             v["achieved_gbs"] = f"{gbs_text(gbs)} GB/s"  # as the tile above prints it
         v.update(_decode_budget(events, ctx))
-    if "achieved_gbs" in v and "ceiling_gbs" in v:
-        side = "past" if past_ceiling(v["achieved_gbs"], v["ceiling_gbs"]) else "short"
+    achieved = perf.achieved_bandwidth(events) if len(events) > 1 else None
+    if achieved and ctx.ceilings.bandwidth:
+        side = "past" if past_ceiling(achieved, ctx.ceilings.bandwidth) else "short"
         v["ceiling_reading"] = reading("ceiling", side, v)
         v["slope_reading"] = reading("slope", side, v)
-    if "weights_gbs" in v and "ceiling_gbs" in v:
-        side = "past" if past_ceiling(v["weights_gbs"], v["ceiling_gbs"]) else "short"
-        v["weights_reading"] = reading("weights_stream", side, v)
     if events:
         v.update(_prefill_figures(events[0], ctx))
     return v
 
 
-def _mb_text(nbytes: float) -> str:
-    """A size in MB: whole MB from 100 up, else three significant figures (the tiny test model)."""
-    mb = nbytes / 1e6
-    return f"{mb:,.0f}" if mb >= 100 else f"{mb:.3g}"
 
 
-def _printed(text: str) -> float:
-    """The number a reader sees in a printed figure ("1,234" reads as 1234)."""
-    return float(text.replace(",", ""))
 
 
-def _whole_ms(value: float) -> str:
-    """Milliseconds in whole numbers from 10 up, else two significant figures."""
-    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -247,11 +255,10 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         return v
     bw = ctx.ceilings.bandwidth
     step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-    v["step_mb"] = _mb_text(step_bytes)
+    v["step_mb"] = mb_text(step_bytes)
     if bw:  # one decimal: the weights-only and cache parts below differ by less than a millisecond
-        # divided from the printed MB and GB/s, so the reader's own division gives the printed time (the
-        # dashed line, perf.paper_ms per step, uses the unrounded figures: they differ by under 0.1%)
-        v["paper_ms"] = f"{_printed(v['step_mb']) / _printed(gbs_text(bw)):.1f}"
+        paper_ms = paper_step_ms(decode, bw)
+        v["paper_ms"] = f"{paper_ms:.1f}"
     terms = perf.median_terms_ms(decode)
     predicted = [e.predicted_ms for e in decode if e.predicted_ms is not None]
     if not terms or not predicted:
@@ -259,17 +266,21 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     pred = statistics.median(predicted)
     v["pred_ms"] = f"{pred:.0f}"
     for key in ("overhead", "memory", "kv", "compute"):
-        v[f"p_{key}_ms"] = _ms(terms.get(key, 0.0))
+        v[f"p_{key}_ms"] = term_ms(terms.get(key, 0.0))
     weight_bytes = statistics.median(e.cost["bytes"]["weights"] + e.cost["bytes"]["activations"] for e in decode)
     kv_bytes = statistics.median(e.cost["bytes"]["kv_read"] + e.cost["bytes"]["kv_write"] for e in decode)
     if bw:  # the two parts of the dashed line, printed so that they add up to its printed time
         weights_ms, kv_ms = 1000.0 * weight_bytes / bw, 1000.0 * kv_bytes / bw
         if kv_ms >= 0.05:
-            weights_ms, kv_ms = split_rounded([weights_ms, kv_ms], _printed(v["paper_ms"]), 1)
+            weights_ms, kv_ms = split_rounded([weights_ms, kv_ms], paper_ms, 1)
         v["paper_weights_ms"] = f"{weights_ms:.1f}"
-        v["paper_kv_ms"] = _ms(kv_ms)  # below 0.05 ms: two significant figures, next to nothing in the sum
+        v["paper_kv_ms"] = term_ms(kv_ms)  # below 0.05 ms: two significant figures, next to nothing in the sum
     if terms.get("memory"):
-        v["weights_gbs"] = f"{weight_bytes / (terms['memory'] / 1e3) / 1e9:.1f} GB/s"
+        weights_gbs = round(weight_bytes / (terms["memory"] / 1e3) / 1e9, 1)  # a fitted figure, one decimal
+        v["weights_gbs"] = f"{weights_gbs:.1f} GB/s"
+        if bw:
+            side = "past" if weights_gbs > shown.gbs_value(bw) else "short"
+            v["weights_reading"] = reading("weights_stream", side, {"ceiling_gbs": f"{gbs_text(bw)} GB/s"})
     kv_share = (f"this step moves {fmt_bytes(kv_bytes)} of cache against {fmt_bytes(weight_bytes)} of weights "
                 "and activations, too little to show at this length; it grows with every token")
     if terms.get("memory") and terms.get("kv") and kv_bytes:
@@ -282,6 +293,9 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = sig3(measured)  # as the batching panel's "your last run" prints it
+    if bw:  # the closing paragraph sets the printed paper time against the printed median step
+        side = "past" if shown.sig3_value(measured) <= paper_ms else "short"
+        v["paper_share_reading"] = reading("paper_share", side, v)
     mean = statistics.fmean(e.latency_ms for e in decode)
     v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms: "
                       "other work on this computer landed in them, such as a browser drawing this page on the same machine "
@@ -289,12 +303,11 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
                       if mean > 1.05 * measured else "")
     fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
     # from the printed figures, so the gap a reader subtracts is the gap the sentence gives
-    v["rest_sentence"] = _rest_sentence(float(v["measured_median_ms"]), float(v["pred_ms"]), fast / len(decode))
+    v["rest_sentence"] = _rest_sentence(shown.sig3_value(measured), shown.whole_value(pred), fast / len(decode))
     if "paper_weights_ms" in v:
         # the answer sets the mean step (TPOT, as the tile prints it) against the printed paper time
-        tpot_shown = float(sig3(perf.tpot_ms(events)))
-        v["paper_rest"] = paper_rest(paper_reasons(terms, float(v["paper_weights_ms"]), measured, pred),
-                                     faster=tpot_shown <= float(v["paper_ms"]))
+        v["paper_rest"] = paper_rest(paper_reasons(terms, shown.tenth_value(weights_ms), measured, pred),
+                                     faster=beats_paper(events, ctx))
     return v
 
 
@@ -360,9 +373,6 @@ def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
     return [round(c * unit, digits) for c in counts]
 
 
-def _ms(value: float) -> str:
-    """A term in ms with one decimal, or two significant digits when that would read 0.0."""
-    return f"{value:.1f}" if value >= 0.05 or value == 0 else f"{value:.2g}"
 
 
 def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
@@ -410,7 +420,7 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         v["prefill_pct_of_peak"] = f"{100 * achieved / peak:.0f}"
     bw = ctx.ceilings.bandwidth
     if peak and bw and prefill.cost["bytes"]["total"]:
-        ridge = float(ridge_text(peak, bw))
+        ridge = shown.ridge_value(peak, bw)
         intensity = flops / prefill.cost["bytes"]["total"]
         v["prefill_vs_ridge"] = (
             f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
@@ -418,8 +428,8 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
             "bandwidth")
         # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
-        mb = _mb_text(prefill.cost["bytes"]["total"])
-        bytes_ms = _whole_ms(_printed(mb) / _printed(gbs_text(bw)))
+        mb = mb_text(prefill.cost["bytes"]["total"])
+        bytes_ms = whole_ms(shown.mb_value(prefill.cost["bytes"]["total"]) / shown.gbs_value(bw))
         roof_ms = 1000.0 * flops / peak
         predicted = sum((prefill.predicted_terms_ms or {}).values())
         measured = prefill.latency_ms
@@ -448,17 +458,32 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
         else:
             # the gap divided from the printed figures, so 220 − 134 reads as the printed 86
-            gap = _printed(sig3(measured)) - _printed(f"{predicted:.0f}")
+            gap = shown.sig3_value(measured) - shown.whole_value(predicted)
             tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
                     f"predicts {predicted:.0f} ms; the other {gap:.0f} ms are time it does not account for. A "
                     "prefill is one burst timed once, so anything else this shared computer does at that "
                     "moment lands in it whole; a second run of the same prompt shows whether it repeats.")
-        v["prefill_verdict"] = (
-            head + tail
-            if intensity >= ridge else
-            f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the ridge, so "
-            "moving its bytes, not arithmetic, set its pace.")
+        v["prefill_verdict"] = head + tail if intensity >= ridge else _left_of_ridge_verdict(
+            intensity, achieved, bw)
     return v
+
+
+# A forward left of the ridge that reaches less than this share of the bandwidth slope at its intensity
+# is held back by more than its bytes (fixed costs, thin matrix products), and the verdict says so.
+UNDER_SLOPE = 0.8
+
+
+def _left_of_ridge_verdict(intensity: float, achieved_flops: float, bandwidth: float) -> str:
+    """The prefill verdict when the prefill sits left of the ridge: the roofline caps it by its bytes;
+    whether it reached that cap decides whether the bytes alone set its pace."""
+    cap = intensity * bandwidth  # FLOP/s the bandwidth slope allows at this intensity
+    share = achieved_flops / cap if cap else 1.0
+    text = (f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the "
+            "ridge, where the roofline caps it by its bytes, not its arithmetic")
+    if share < UNDER_SLOPE:
+        return text + (f"; it reached only {100 * share:.0f}% of that cap, so the fixed cost per layer and the "
+                       "thin matrix products, not the bytes alone, set its pace.")
+    return text + ": moving its bytes set its pace."
 
 
 def _split_ms(terms_ms: dict[str, float]) -> tuple[int, int, int]:

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from app.shared.context import RunContext
-from app.views.live.figures import BUDGET_PARTS, fmt_bytes, gbs_text, position_tokens, sig3
+from app.views.live.figures import BUDGET_PARTS, position_tokens
+from app.views.live.shown import fmt_bytes, gbs_text, sig3
 from core import perf
 from core.trace import Event
 

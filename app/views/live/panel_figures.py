@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.shared import palette as pal
-from app.views.live.figures import gbs_text, ridge_text, sig3
+from app.views.live.shown import gbs_text, ridge_text, sig3
 
 MODE_STYLE = {"dynamic": (pal.BLUE, "solid", "cache on, dynamic (grows as it goes)"),
               "static": (pal.GREEN, "dot", "cache on, static (allocated up front)"),

@@ -169,7 +169,8 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
                     shown.result, recorded=shown.source == "bundled")})
         summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
         beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
-        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" else ""
+        # a recording set beside the reader's run carries its own caveat (recording_beside_run)
+        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" and not beside else ""
     with right, st.expander("How we know: the comparison"):
         st.markdown(method)
         if shown is not None:
@@ -247,7 +248,8 @@ def _batching_body(loaded: Any) -> None:
         summary = panel_figures.batching_summary(shown.result, where, here)
         beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)
-        details += [t for t in (summary, beside, results.RECORDING_CAVEAT if shown.source == "bundled" else "") if t]
+        caveat = results.RECORDING_CAVEAT if shown.source == "bundled" and not beside else ""  # beside has its own
+        details += [t for t in (summary, beside, caveat) if t]
     with right, st.expander("How we know: batching"):
         st.markdown("\n\n".join(details))
     _poll(job, state.BATCHING_SEEN)
