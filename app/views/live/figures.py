@@ -268,7 +268,7 @@ def _kv_traffic_note(e: Event, k: int) -> dict[str, Any]:
     kv = b["kv_read"] + b["kv_write"]
     share = 100.0 * kv / b["total"] if b["total"] else 0.0
     where = "prefill" if e.phase == "prefill" else f"step {k}"
-    text = f"KV cache at {where}: {share:.1f}% of its bytes (computed)"  # its MB read and written: hover, table
+    text = f"■ KV cache at {where}: {share:.1f}% of its bytes"  # its MB read and written: hover, table
     if share < 3:
         text += ", a thin sliver"
     return _note(text, 0, 1.02, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KV_READ})
@@ -440,7 +440,7 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
         # one line at every step count: a note that wraps mid-run would move the plot under it
-        text = f"latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted"
+        text = f"■ latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted"
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     finding = "faster" if lesson.beats_paper(events[:k + 1], ctx) else "slower"

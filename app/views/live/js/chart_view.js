@@ -97,6 +97,9 @@ class ChartView {
     this.root.dataset.runId = String(this.runId);
     this.root.dataset.applied = String(this.applied + 1);
     if (this.name === "kv") this.root.dataset.kvColumns = String((this.fig.data[0].x || []).length);
+    // data-behind: this chart holds steps it has not drawn yet (off screen, or a redraw pending);
+    // tests that read the whole page (the accessibility check) wait for it to clear
+    this.root.dataset.behind = "true";
     if (!this.visible && this.plotted) { this.stale = true; return; }
     if (this.drawing) { this.dirty = true; return; }
     // At most one Plotly redraw per chart every REDRAW_MIN_MS: steps arriving faster are drawn
@@ -152,7 +155,7 @@ class ChartView {
       this.div.textContent = "The chart could not be drawn: " + err;
     }).finally(() => {
       this.drawing = false;
-      if (this.dirty) { this.dirty = false; this.react(); }
+      if (this.dirty) { this.dirty = false; this.react(); } else if (!this.pending) this.root.dataset.behind = "false";
     });
   }
 
