@@ -400,7 +400,7 @@ _BUDGET_SUB = "<br><sub>each bar: the prediction split into its parts; diamonds:
 BUDGET_TITLES = {
     "slower": "A decode step takes longer than bytes ÷ bandwidth: fixed costs add up" + _BUDGET_SUB,
     "faster": "These decode steps beat bytes ÷ the calibrated bandwidth: that benchmark understates this "
-              "machine now" + _BUDGET_SUB,
+              "machine" + _BUDGET_SUB,
 }
 
 

@@ -101,7 +101,7 @@ def paper_step_ms(decode: list[Event], bandwidth: float) -> float:
     MB and GB/s, so a reader's own division gives the printed time (the dashed line, perf.paper_ms per
     step, uses the unrounded figures: they differ by under 0.1%)."""
     step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-    return shown.tenth_value(shown.mb_value(step_bytes) / shown.gbs_value(bandwidth))
+    return shown.tenth_value(shown.mb_value(step_bytes) / shown.gbs_divisor(bandwidth))
 
 
 def beats_paper(events: list[Event], ctx: RunContext) -> bool:
@@ -321,8 +321,8 @@ SLOWER_STREAM = 1.05
 PAPER_REASONS = ("fixed", "stream", "unexplained")
 # A run whose steps beat bytes ÷ the calibrated bandwidth moved its bytes faster than the benchmark
 # that calibrated it: the paper time then overstates the step, and the answer says so instead.
-FASTER_THAN_PAPER = ("No slower here: this run moved its bytes faster than the calibrated ceiling, so that "
-                     "benchmark understates this machine now.")
+FASTER_THAN_PAPER = ("Usually fixed per-layer costs add to it; not here: this run moved its bytes faster than "
+                     "the calibrated ceiling, which understates this machine.")
 
 
 def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms: float,
@@ -429,7 +429,7 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
             "bandwidth")
         # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
         mb = mb_text(prefill.cost["bytes"]["total"])
-        bytes_ms = whole_ms(shown.mb_value(prefill.cost["bytes"]["total"]) / shown.gbs_value(bw))
+        bytes_ms = whole_ms(shown.mb_value(prefill.cost["bytes"]["total"]) / shown.gbs_divisor(bw))
         roof_ms = 1000.0 * flops / peak
         predicted = sum((prefill.predicted_terms_ms or {}).values())
         measured = prefill.latency_ms

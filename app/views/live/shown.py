@@ -40,11 +40,17 @@ def gbs_value(bandwidth: float) -> float:
     return round(bandwidth / 1e9, 2)
 
 
+def gbs_divisor(bandwidth: float) -> float:
+    """The GB/s a reader divides by: the printed figure, or the exact one when it prints as 0.00 (a
+    bandwidth under 5 MB/s, which only a broken calibration gives; never a division by zero)."""
+    return gbs_value(bandwidth) or bandwidth / 1e9
+
+
 def ridge_value(peak_flops: float, bandwidth: float) -> float:
     """The ridge point in FLOP/byte, divided from the printed roof and bandwidth (sig3 GFLOP/s over
     gbs_text GB/s) and rounded to one decimal: 107 ÷ 21.57 reads 5.0 wherever it is quoted, not 4.9
     in one place and 5.0 in another from differently rounded copies of the same calibration."""
-    return round(sig3_value(peak_flops / 1e9) / gbs_value(bandwidth), 1)
+    return round(sig3_value(peak_flops / 1e9) / gbs_divisor(bandwidth), 1)
 
 
 def ridge_text(peak_flops: float, bandwidth: float) -> str:
