@@ -457,7 +457,7 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
             "1 came one or two steps after a boxed one, 1 is away from every wait.") in note
     assert "The one away from every wait was not near a redraw of this page" in note
     once = lesson.pause_note(_with(events, {}, {3: 40.0}))
-    assert "waited **once** (40 ms in all, measured" in once and "the pink square on the chart marks the forward" in once
+    assert "waited **once** (40 ms in all, measured" in once and "the pink square on the chart (“boxed” in its legend) marks the forward" in once
     near = lesson.pause_note(_with(events, {3: 30.0, 5: 25.0}, {3: 500.0}))
     assert "away from every wait" not in near and "other work" not in near
     assert "A redraw's work does not end with the wait" in near

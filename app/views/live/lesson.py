@@ -198,9 +198,10 @@ def pause_note(events: list[Event]) -> str:
     total_ms = sum(events[k].waited_ms for k in waited)
     total = f"{total_ms / 1000.0:.1f} s" if total_ms >= 100 else f"{total_ms:.0f} ms"
     n = len(waited)
-    times, marks = (("once", "the pink square on the chart marks the forward that started right after it")
-                    if n == 1 else (f"{n} times", f"the pink squares on the chart mark the {n} forwards that "
-                                                  "started right after a wait"))
+    times, marks = (("once", "the pink square on the chart (\u201cboxed\u201d in its legend) marks the forward "
+                             "that started right after it")
+                    if n == 1 else (f"{n} times", f"the pink squares on the chart (\u201cboxed\u201d in its legend) "
+                                                  f"mark the {n} forwards that started right after a wait"))
     text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
             f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
             f"waited **{times}** ({total} in all, measured, not counted in any step): {marks}.")

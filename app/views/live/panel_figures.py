@@ -448,9 +448,10 @@ def _ceilings_sentence(recorded: dict[str, float], here: dict[str, float]) -> st
     flops_here, bw_here = here[keys[0]], here[keys[1]]
     return (f"The two computers' calibrated ceilings differ too: matrix arithmetic at {sig3(flops_there / 1e9)} "
             f"GFLOP/s on the recording machine against {sig3(flops_here / 1e9)} here, memory bandwidth "
-            f"{gbs_text(bw_there)} GB/s against {gbs_text(bw_here)} here. A prefill, mostly arithmetic, runs "
-            "faster on the computer with more FLOP/s; a decode step, mostly weight reads, on the one with more "
-            "bandwidth, so the two can differ in opposite directions.")
+            f"{gbs_text(bw_there)} GB/s against {gbs_text(bw_here)} here. A long prompt's prefill leans on "
+            "arithmetic and a decode step on weight reads, so the two can differ by different factors; a short "
+            "prompt's prefill, a few dozen tokens, also carries the fixed cost of every layer, which neither "
+            "ceiling measures.")
 
 
 def _how_far(recorded: float, here: float) -> str:
