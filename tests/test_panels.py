@@ -224,7 +224,12 @@ def test_panels_run_the_real_model():
     rows = {r[0]: r for r in about_rows(get_model(), None, cached_ceilings())}
     assert "SmolLM2" in rows["model"][1] and rows["dtype of the weights"][1]
     assert {"torch threads", "torch / transformers", "cache mode of your last run"} <= set(rows)
-    assert rows["weight-stream bandwidth"][2].startswith("measured")
+    assert rows["weight-stream bandwidth"][2].startswith("calibrated")  # the page's one word for these
+    ceilings = cached_ceilings()
+    if ceilings is not None and ceilings.peak_flops:  # printed as the roofline and the lesson print it
+        from app.views.live.shown import sig3
+
+        assert rows["matmul peak, fp32"][1] == f"{sig3(ceilings.peak_flops / 1e9)} GFLOP/s"
     about = [t.value for t in at.table if list(t.value.columns) == ["what", "value", "source"]]
     assert about and "weights source" in set(about[0]["what"]), "the about table is drawn"
 

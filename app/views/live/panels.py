@@ -34,6 +34,7 @@ from app.views.live.jobs import (
     roofline_batch_with,
 )
 from app.views.live.settings import MAX_PROMPT_TOKENS
+from app.views.live.shown import gbs_text, sig3
 from core import perf
 from core.runner import encode_prompt
 
@@ -343,14 +344,14 @@ def about_rows(loaded: Any, run: Any, ceilings: Any) -> list[tuple[str, str, str
     if ceilings is not None:
         rows += [("machine", ceilings.label, "this server"),
                  ("weight-stream bandwidth",
-                  f"{ceilings.bandwidth / 1e9:.2f} GB/s" if ceilings.bandwidth else "not calibrated",
-                  "measured (calibration: matrix-vector products like a decode step's)"),
-                 ("matmul peak, fp32",
-                  f"{ceilings.peak_flops / 1e9:.1f} GFLOP/s" if ceilings.peak_flops else "not calibrated",
-                  "measured (calibration: large matrix products)")]
+                  f"{gbs_text(ceilings.bandwidth)} GB/s" if ceilings.bandwidth else "not calibrated",
+                  "calibrated (matrix-vector products like a decode step's)"),
+                 ("matmul peak, fp32",  # as the roofline and the lesson print it: one value per quantity
+                  f"{sig3(ceilings.peak_flops / 1e9)} GFLOP/s" if ceilings.peak_flops else "not calibrated",
+                  "calibrated (large matrix products)")]
         if ceilings.copy_bandwidth:
             rows.append(("copy bandwidth", f"{ceilings.copy_bandwidth / 1e9:.1f} GB/s",
-                         "measured (calibration: a plain memory copy)"))
+                         "calibrated (a plain memory copy)"))
     else:
         rows.append(("calibrated ceilings", "measured once per server, before the first run", "—"))
     return rows
