@@ -399,7 +399,11 @@ def test_a_prefill_far_slower_than_predicted_is_explained(run_data):
     first = events[0]
     slow = dataclasses.replace(first, latency_ms=first.predicted_ms * 2)  # predicted 50% too fast
     close = dataclasses.replace(first, latency_ms=first.predicted_ms * 1.05)
-    assert "one short burst timed once" in lesson.values_for([slow, *events[1:]], ctx)["prefill_error_note"]
+    on_time = [dataclasses.replace(e, latency_ms=e.predicted_ms) for e in events[1:]]  # decode as predicted
+    behind = [dataclasses.replace(e, latency_ms=e.predicted_ms * 1.5) for e in events[1:]]  # −33% each
+    assert "one short burst timed once" in lesson.values_for([slow, *on_time], ctx)["prefill_error_note"]
+    whole = lesson.values_for([slow, *behind], ctx)["prefill_error_note"]
+    assert "the whole run went slower" in whole and "(median −33%)" in whole
     assert lesson.values_for([close, *events[1:]], ctx)["prefill_error_note"] == ""
     text = lesson.text("latency", lesson.values_for([close, *events[1:]], ctx))
     assert "—" not in text and "[[" not in text

@@ -189,3 +189,11 @@ def test_a_prefill_left_of_the_ridge_is_capped_by_its_bytes_and_says_when_it_fel
     under = lesson._left_of_ridge_verdict(14.9, 0.56 * 14.9 * 4.09e9, 4.09e9)
     assert "moving its bytes set its pace" in at_cap and "only" not in at_cap
     assert "only 56% of that cap" in under and "not the bytes alone" in under
+
+
+@pytest.mark.parametrize(("prefill", "decode", "reading"), [
+    (-5.0, -30.0, ""), (-42.0, -24.0, "whole_run"), (-42.0, -3.0, "burst"), (-42.0, None, "burst")])
+def test_a_slow_prefill_is_read_against_the_decode_steps(prefill, decode, reading):
+    """A reviewer found the prefill's −42% put down to a one-off moment beside decode steps all 24%
+    slower than predicted: with the decode steps this far under too, the whole run was slower."""
+    assert lesson.prefill_miss(prefill, decode) == reading

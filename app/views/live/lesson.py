@@ -115,6 +115,20 @@ def beats_paper(events: list[Event], ctx: RunContext) -> bool:
     return shown.sig3_value(tpot) <= paper_step_ms(decode, ctx.ceilings.bandwidth)
 
 
+# A prefill this far under its prediction (in % of its measured time) gets a reading of why; when the
+# decode steps' median is under theirs by WHOLE_RUN_SLOW or more, the whole run was slower than the fit
+# (the latency chart's numbers), not one moment of other work landing in the prefill.
+PREFILL_MISS = -20.0
+WHOLE_RUN_SLOW = -10.0
+
+
+def prefill_miss(prefill_error: float, decode_error: float | None) -> str:
+    """'' (no reading), 'burst' or 'whole_run': why a prefill ran slower than predicted."""
+    if prefill_error >= PREFILL_MISS:
+        return ""
+    return "whole_run" if decode_error is not None and decode_error <= WHOLE_RUN_SLOW else "burst"
+
+
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     """Slot values from a run's events and context; a slot with no value reads as a dash."""
     v: dict[str, str] = {"pause_note": pause_note(events)}
@@ -142,10 +156,13 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         if prefill_error is not None:  # the latency chart's prefill error, and the prediction it comes from
             v["prefill_error"] = signed_pct(prefill_error)
             v["prefill_predicted_ms"] = f"{events[0].predicted_ms:.0f}"
-            v["prefill_error_note"] = (
-                ". A prefill is one short burst timed once, so whatever else this computer does at that "
-                "moment lands in it (a browser drawing this page on the same machine, another reader's page); "
-                "the decode steps are many, and their median shrugs such moments off" if prefill_error < -20 else "")
+            decode_errors = [x for x in (perf.prediction_error_pct(e.predicted_ms, e.latency_ms)
+                                         for e in events[1:]) if x is not None]
+            decode_error = statistics.median(decode_errors) if decode_errors else None
+            miss = prefill_miss(prefill_error, decode_error)
+            if miss:
+                v["prefill_error_note"] = reading("prefill_miss", miss, {
+                    "decode_error": signed_pct(decode_error) if decode_error is not None else ""})
         v["kv_columns"] = str(events[-1].kv_seq_len)
         if events[0].cost:
             cost = events[0].cost
@@ -216,8 +233,9 @@ def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
         return ""
     median = statistics.median(ms for _, ms in decode)
     slow = [k for k, ms in decode if ms > SLOW_STEP * median]
-    shown = sig3(median)  # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
-    limit = f"{SLOW_STEP:g}× the median step (a limit of {SLOW_STEP * float(shown):.0f} ms; median {shown} ms, measured)"
+    # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
+    limit = (f"{SLOW_STEP:g}× the median step (a limit of {SLOW_STEP * shown.sig3_value(median):.0f} ms; "
+             f"median {sig3(median)} ms, measured)")
     if not slow:
         return f" No decode step took longer than {limit}."
     boxed = [k for k in slow if k in waited]
@@ -380,19 +398,19 @@ def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: floa
     """What the gap between the median measured and median predicted step says, by its sign and by
     whether it is systematic (nearly every step on one side) or scattered."""
     gap = measured_ms - predicted_ms
-    shown = f"{abs(gap):.1f}" if abs(gap) < 10 else f"{abs(gap):.0f}"  # 41 − 37.5 reads 3.5, not 4
+    gap_text = f"{abs(gap):.1f}" if abs(gap) < 10 else f"{abs(gap):.0f}"  # 41 − 37.5 reads 3.5, not 4
     if abs(gap) < max(1.0, 0.03 * measured_ms):
         return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
     if gap > 0 and share_too_fast >= 0.9:
-        return (f"the other {shown} ms are what the prediction misses, and it misses them in "
+        return (f"the other {gap_text} ms are what the prediction misses, and it misses them in "
                 f"{share_too_fast:.0%} of the steps, so this is not random noise: the whole run went slower "
                 "than the forwards the latency model was fitted on, timed when this server started (a shared "
                 "computer's speed changes as other work on it comes and goes)")
     if gap > 0:
-        return (f"the other {shown} ms are what the prediction misses: not counted by the latency model, "
+        return (f"the other {gap_text} ms are what the prediction misses: not counted by the latency model, "
                 "on a shared machine, other work on the same cores comes and goes during a run (the latency "
                 "chart shows whether the slow steps come in stretches)")
-    return (f"{shown} ms less than predicted: the latency model's coefficients were fitted to forwards "
+    return (f"{gap_text} ms less than predicted: the latency model's coefficients were fitted to forwards "
             "timed when this server started, and this shared machine runs faster or slower as other work "
             "on it comes and goes")
 
