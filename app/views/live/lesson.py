@@ -444,8 +444,8 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         v["prefill_vs_ridge"] = (
             f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
             if intensity >= ridge else
-            f"left of the ridge at {ridge:.1f}: at this prompt length even the prefill is limited by "
-            "bandwidth")
+            f"left of the ridge at {ridge:.1f}: at this prompt length the roofline caps even the prefill "
+            "by its bytes")
         # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
         mb = mb_text(prefill.cost["bytes"]["total"])
         bytes_ms = whole_ms(shown.mb_value(prefill.cost["bytes"]["total"]) / shown.gbs_divisor(bw))
