@@ -363,7 +363,7 @@ def test_a_prefill_held_up_by_other_work_neither_sizes_the_sketch_nor_reads_as_a
     assert verdict.startswith("**So was this prefill compute-bound?** By its FLOPs and bytes, yes, but this "
                               "measurement took far longer")
     gap = int(re.search(r"the other (\d+) ms are time it does not account for", verdict).group(1))
-    took = float(re.search(r"It took ([\d.]+) ms \(measured\)", verdict).group(1))
+    took = float(re.search(r"Timed, it took ([\d.]+) ms", verdict).group(1))
     said = float(re.search(r"predicts (\d+) ms", verdict).group(1))
     assert gap == round(took - said)  # divided from the printed figures
     normal = [_predicted_at(first, first.latency_ms / 1.2), *events[1:]]
@@ -514,7 +514,7 @@ def test_the_gqa_chart_says_what_its_brightness_is_and_which_head_stands_out():
     text = lesson.layer_heads_sentence(events, 3, 1, "key")
     assert "length (L2 norm) of the key vector each KV head stored" in text and "layer 1" in text
     assert "KV head 1 is the bright one: its keys average 6.5, 3.2× the other heads' 2.0" in text
-    assert "longest at 100% of the 10 positions (measured)" in text and "projection weights" in text
+    assert "longest at 100% of the 10 positions." in text and "projection weights" in text
     flat = lesson.layer_heads_sentence(events, 3, 1, "value")
     assert "No head stands out here" in flat and "bright one" not in flat
     assert lesson.layer_heads_sentence([], 3, 1) == ""
@@ -548,8 +548,8 @@ def test_the_paper_time_is_the_printed_bytes_over_the_printed_bandwidth(run_data
     ctx = dataclasses.replace(ctx, ceilings=Ceilings(bandwidth, 7e10, None, "test"))
     values = lesson.values_for(events, ctx)
     text = lesson.text("q_paper", values)
-    mb, gbs, ms = re.search(r"\*\*([\d.,]+) MB\*\* \(computed, the median step\) at this machine's\s+([\d.]+) GB/s "
-                            r"\(calibrated\) is \*\*([\d.]+) ms\*\*", text).groups()
+    mb, gbs, ms = re.search(r"the median step's \*\*([\d.,]+) MB\*\* at this machine's\s+calibrated ([\d.]+) GB/s "
+                            r"take \*\*([\d.]+) ms\*\*", text).groups()
     assert _agrees(ms, mb, gbs, 1.0), (mb, gbs, ms)  # MB ÷ (GB/s) is ms
     assert round(float(mb.replace(",", "")) / float(gbs), 1) == float(ms)  # exactly what the reader gets
     unrounded = statistics.median(perf.paper_ms(e, bandwidth) for e in events[1:])
@@ -559,7 +559,7 @@ def test_the_paper_time_is_the_printed_bytes_over_the_printed_bandwidth(run_data
     assert abs(float(weights) + float(kv) - float(ms)) <= 1e-9 or float(kv) < 0.05  # the parts add up
     verdict = values["prefill_verdict"]
     if "right of the ridge" in verdict or "Being right" in verdict:
-        mb, ms, gbs = re.search(r"its ([\d.,]+) MB \(computed\) would take only ([\d.]+) ms at ([\d.]+) GB/s",
+        mb, ms, gbs = re.search(r"its ([\d.,]+) MB would take only ([\d.]+) ms at ([\d.]+) GB/s",
                                 verdict).groups()
         assert _agrees(ms, mb, gbs, 1.0), (mb, gbs, ms)
 
@@ -581,12 +581,12 @@ def test_the_prefill_verdict_prints_the_share_of_the_roof_its_numbers_give(run_d
     values = lesson.values_for(normal, ctx)
     verdict = values["prefill_verdict"]
     roof, took, pct, gflops = re.search(
-        r"its FLOPs need ([\d.]+) ms even at the roof \(computed\)\. It took ([\d.]+) ms \(measured\), so it "
+        r"its FLOPs need ([\d.]+) ms even at the roof\. Timed, it took ([\d.]+) ms, so it "
         r"reached (?:only )?(\d+)% of the compute roof \(the calibrated ([\d.]+) GFLOP/s\)", verdict).groups()
     assert _agrees(pct, roof, took, 100.0), (roof, took, pct)
     assert pct == values["prefill_pct_of_peak"] == f"{100 * share:.0f}" and gflops == values["peak_gflops"]
     paragraph = lesson.text("roofline", values)
-    shown = re.search(r"It reached \*\*([\d.]+) GFLOP/s\*\* \(computed FLOPs ÷ measured time\), (\d+)% of\s+"
+    shown = re.search(r"Its FLOPs over its measured time come to \*\*([\d.]+) GFLOP/s\*\*, (\d+)% of\s+"
                       r"the ([\d.]+) GFLOP/s roof", paragraph).groups()
     assert shown[1] == pct
     assert _agrees(pct, shown[0], shown[2], 100.0), shown  # three figures each: a reader's division agrees
@@ -634,7 +634,7 @@ def test_the_reported_paper_division_now_comes_out_as_printed():
     ctx = replay.context_from_trace(trace)
     ctx = dataclasses.replace(ctx, ceilings=Ceilings(7.5512e9, ctx.ceilings.peak_flops, None, "test"))
     text = lesson.text("q_paper", lesson.values_for(trace.events, ctx))
-    assert re.search(r"\*\*542 MB\*\* \(computed, the median step\) at this machine's\s+7\.55 GB/s \(calibrated\) is \*\*71\.8 ms\*\*",
+    assert re.search(r"\*\*542 MB\*\* at this machine's\s+calibrated 7\.55 GB/s take \*\*71\.8 ms\*\*",
                      text)
 
 

@@ -57,7 +57,7 @@ def test_batching_figure_marks_the_predicted_crossover():
     assert not any("roofline estimate" in (a.text or "") for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
     summary = panel_figures.batching_summary({"rows": rows, "compute_bound_from": 20.0})
-    assert "Measured" in summary and "Latency model (predicted)" in summary and "20" in summary
+    assert "Measured" in summary and "*Latency model:* its predicted" in summary and "20" in summary
     assert "Roofline estimate" not in summary  # nothing said about a figure the result lacks
     recorded = panel_figures.batching_figure({"rows": rows, "predicted": predicted}, "the recording machine",
                                              "measured (recording)")
@@ -79,9 +79,9 @@ def test_batching_summary_quotes_the_numbers_beside_it():
     assert "16× as many sequences" in text
     assert "tokens per second grew **×9.9** (17.5 → 173 tokens/s)" in text
     assert "multiplied by ×1.91 (1 → 2), ×1.82 (2 → 4)" in text and "×1.63 (8 → 16):" in text
-    assert "Roofline estimate (computed)" in text and "**0.50 FLOPs per byte**" in text
+    assert "*Roofline estimate:*" in text and "**0.50 FLOPs per byte**" in text
     assert "**11.1 FLOP/byte**" in text and "11.1 ÷ 0.50 ≈ **22**" in text
-    assert "Latency model (predicted)" in text and "batch ≈ **38**" in text and "past the measured range" in text
+    assert "*Latency model:* its predicted" in text and "batch ≈ **38**" in text and "past the measured range" in text
     assert "39 prompt tokens" in text
     for a, b, shown in re.findall(r"(\d+\.?\d*) ÷ (\d+\.?\d*) ≈ \*\*(\d+)\*\*", text):
         assert round(float(a) / float(b)) == int(shown)  # the division a reader can redo
@@ -144,8 +144,8 @@ def test_a_fresh_page_shows_recorded_results_before_any_press():
     text = "".join(m.value for m in at.markdown)
     assert "without the cache these 32 forwards took" in text
     last = experiment_results.load_bundled("batching").result["rows"][-1]["batch"]
-    assert f"from batch 1 to {last} the step time grew" in text and "Roofline estimate (computed)" in text
-    assert "Latency model (predicted)" in text
+    assert f"from batch 1 to {last} the step time grew" in text and "*Roofline estimate:*" in text
+    assert "*Latency model:* its predicted" in text
 
 
 @pytest.mark.model
@@ -246,7 +246,7 @@ def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
             "bandwidth_bytes_per_s": 15.8e9}
     text = panel_figures.batching_summary(result, "the recording machine", here)
     assert "147 GFLOP/s ÷ 10.00 GB/s" in text  # two decimals, as every bandwidth on the page
-    assert "*On this server (computed):*" in text and "**6.5 FLOP/byte**" in text
+    assert "*On this server:*" in text and "**6.5 FLOP/byte**" in text
     assert "102 GFLOP/s ÷ 15.80 GB/s" in text and "batch ≈ **13** here" in text
     assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")
     assert text.startswith("**Measured on the recording machine, not this server:**")
@@ -266,7 +266,7 @@ def test_batching_summary_gives_one_answer_first_and_names_why_there_are_others(
     head = text.split("**Where decode stops being bandwidth-bound:** ", 1)[1].split("In detail:")[0]
     assert head.startswith("on this server at about batch **10**")
     assert head.index("**10**") < head.index("**29**") < head.index("**54**")
-    assert "(predicted)" in head and "(computed)" in head
+    assert "rule of thumb" in head and "latency model" in head and "(predicted)" not in head  # named, not tagged
     mine = panel_figures.batching_summary(result)  # measured here: no second machine to name
     assert "at about batch **29** by the roofline rule of thumb" in mine and "this server at" not in mine
 
@@ -304,7 +304,7 @@ def test_a_recordings_number_beside_the_runs_gives_both_figures():
     text = panel_figures.recording_beside_run([("the prefill of this same prompt (40 tokens, dynamic cache)",
                                                 131.4, 279.2)])
     assert "the prefill of this same prompt (40 tokens, dynamic cache) took **131 ms** on the recording machine" in text
-    assert "**279 ms** in your last run on this server (measured here), 2.1× as long here." in text
+    assert "**279 ms** in your last run on this server, 2.1× as long here." in text
     assert "within 10% of each other" in panel_figures.recording_beside_run([("x", 100.0, 105.0)])
     assert "1.5× as long on the recording machine" in panel_figures.recording_beside_run([("x", 150.0, 100.0)])
     assert panel_figures.recording_beside_run([]) == ""

@@ -136,7 +136,7 @@ def render_layer_detail(run: Any) -> None:
             f"each KV head is shared by {g} query heads (grouped-query attention). The cache therefore holds "
             f"{ctx.n_kv_heads} × {ctx.head_dim} numbers per layer for keys and as many for values, "
             f"{shown.fmt_bytes(ctx.kv_bytes_per_cell)} per position and layer, {ctx.n_heads // ctx.n_kv_heads}× "
-            f"less than if every query head had its own (computed from the model's config).")
+            f"less than if every query head had its own, as the model's config gives it.")
     with c1:
         st.plotly_chart(figures.layer_detail_figure(run.events, ctx, layer, which), key="layer_detail")
     with c2:  # under the explanation: what the colours mean, and which head stands out and why

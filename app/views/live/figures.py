@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from app.shared import palette as pal
 from app.shared.context import RunContext
-from app.views.live import lesson
+from app.views.live import readings
 from app.views.live.patches import Patch
 from app.views.live.shown import fmt_bytes, gbs_text, sig3, signed_pct
 from core import perf
@@ -212,8 +212,6 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
             f"<br><sub>prediction error: {errors}</sub>")
 
 
-
-
 # --- memory traffic per step ----------------------------------------------------------------
 
 TRAFFIC_PARTS = (("weights", "weights read", pal.WEIGHTS), ("kv_read", "KV cache read", pal.KV_READ),
@@ -306,7 +304,7 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
 
 # --- roofline -------------------------------------------------------------------------------
 
-# The roofline's finding, read from the run so far (lesson.past_ceiling: the decode steps' bandwidth
+# The roofline's finding, read from the run so far (readings.past_ceiling: the decode steps' bandwidth
 # against the calibrated slope, as printed).
 ROOFLINE_TITLES = {
     "short": "Decode sits far left of the ridge, under the memory slope: bandwidth sets its pace",
@@ -381,7 +379,7 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     patch: Patch = {"append": append}
     achieved = perf.achieved_bandwidth(events[:k + 1]) if e.phase == "decode" else None
     if achieved and ctx.ceilings.bandwidth:
-        past = lesson.past_ceiling(achieved, ctx.ceilings.bandwidth)
+        past = readings.past_ceiling(achieved, ctx.ceilings.bandwidth)
         patch["layout"] = {"title.text": ROOFLINE_TITLES["past" if past else "short"]}
     return patch
 
@@ -395,7 +393,7 @@ BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
                 ("compute", "arithmetic", pal.GREEN))
 
 
-# The step-budget chart's finding, read from the run so far (lesson.beats_paper).
+# The step-budget chart's finding, read from the run so far (readings.beats_paper).
 _BUDGET_SUB = "<br><sub>each bar: the prediction split into its parts; diamonds: measured</sub>"
 BUDGET_TITLES = {
     "slower": "A decode step takes longer than bytes ÷ bandwidth: fixed costs add up" + _BUDGET_SUB,
@@ -443,7 +441,7 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
         text = f"■ latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted"
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
-    finding = "faster" if lesson.beats_paper(events[:k + 1], ctx) else "slower"
+    finding = "faster" if readings.beats_paper(events[:k + 1], ctx) else "slower"
     patch.setdefault("layout", {})["title.text"] = BUDGET_TITLES[finding]
     return patch
 

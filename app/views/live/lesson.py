@@ -17,6 +17,7 @@ from pathlib import Path
 
 from app.shared.context import RunContext
 from app.views.live import shown
+from app.views.live.readings import beats_paper, paper_step_ms, past_ceiling
 from app.views.live.shown import fmt_bytes, gbs_text, mb_text, ridge_text, sig3, signed_pct, term_ms, whole_ms
 from core import perf
 from core.trace import Event
@@ -53,15 +54,6 @@ def reading(name: str, which: str, values: dict[str, str]) -> str:
     return fill(raw(f"readings/{name}.{which}"), values).strip()
 
 
-def past_ceiling(measured: float, ceiling: float) -> bool:
-    """True when a bandwidth (bytes/s) as printed is above the calibrated ceiling as printed.
-
-    The ceiling is a benchmark measured once per server; a run on a machine less busy than it was
-    then beats it (this server's dev cache, measured under load, read 4.09 GB/s against runs at
-    5-9 GB/s), and the details must then not say the run fell short of it."""
-    return shown.gbs_value(measured) > shown.gbs_value(ceiling)
-
-
 # A prefill this much slower than predicted was held up by something the model's work cannot explain
 # (the latency section calls the same gap noise); below it, the prediction accounts for the time.
 HELD_UP = 1.25
@@ -94,25 +86,6 @@ def run_values(run_id: int | None, events: list[Event], ctx: RunContext | None) 
         while len(_MEMO) > _MEMO_SIZE:
             _MEMO.popitem(last=False)
     return dict(values)
-
-
-def paper_step_ms(decode: list[Event], bandwidth: float) -> float:
-    """Bytes ÷ bandwidth for the median decode step, as the page prints it: divided from the printed
-    MB and GB/s, so a reader's own division gives the printed time (the dashed line, perf.paper_ms per
-    step, uses the unrounded figures: they differ by under 0.1%)."""
-    step_bytes = statistics.median(e.cost["bytes"]["total"] for e in decode)
-    return shown.tenth_value(shown.mb_value(step_bytes) / shown.gbs_divisor(bandwidth))
-
-
-def beats_paper(events: list[Event], ctx: RunContext) -> bool:
-    """True when this run's mean decode step (TPOT, as the tile prints it) took no longer than the
-    median step's bytes ÷ the calibrated bandwidth: the paper time then overstates the step, and the
-    paper answer and the step-budget chart's title say so instead of blaming costs that are not there."""
-    decode = [e for e in events if e.phase == "decode" and e.cost]
-    tpot = perf.tpot_ms(events)
-    if not decode or tpot is None or not ctx.ceilings.bandwidth:
-        return False
-    return shown.sig3_value(tpot) <= paper_step_ms(decode, ctx.ceilings.bandwidth)
 
 
 # A prefill this far under its prediction (in % of its measured time) gets a reading of why; when the
@@ -172,11 +145,12 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
         if events[-1].cost:
             cost = events[-1].cost
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
-        gbs = perf.achieved_bandwidth(events)
-        if gbs is not None:
-            v["achieved_gbs"] = f"{gbs_text(gbs)} GB/s"  # as the tile above prints it
+        achieved = perf.achieved_bandwidth(events)
+        if achieved is not None:
+            v["achieved_gbs"] = f"{gbs_text(achieved)} GB/s"  # as the tile above prints it
         v.update(_decode_budget(events, ctx))
-    achieved = perf.achieved_bandwidth(events) if len(events) > 1 else None
+    else:
+        achieved = None
     if achieved and ctx.ceilings.bandwidth:
         side = "past" if past_ceiling(achieved, ctx.ceilings.bandwidth) else "short"
         v["ceiling_reading"] = reading("ceiling", side, v)
@@ -184,12 +158,6 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     if events:
         v.update(_prefill_figures(events[0], ctx))
     return v
-
-
-
-
-
-
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -307,7 +275,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         if terms["kv"] >= 0.05:
             kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
                         f"coefficients a byte of cache costs about "
-                        f"{ratio:.1f}× a byte of weights (fitted)")
+                        f"{ratio:.1f}× a byte of weights")
     v["kv_sentence"] = kv_share
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
@@ -326,7 +294,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     if "paper_weights_ms" in v:
         # the answer sets the mean step (TPOT, as the tile prints it) against the printed paper time
         v["paper_rest"] = paper_rest(paper_reasons(terms, shown.tenth_value(weights_ms), measured, pred),
-                                     faster=beats_paper(events, ctx))
+                                     faster=beats_paper(events, ctx), fixed_ms=v["p_overhead_ms"])
     return v
 
 
@@ -339,9 +307,10 @@ FIXED_COST_SHARE = 0.1
 SLOWER_STREAM = 1.05
 PAPER_REASONS = ("fixed", "stream", "unexplained")
 # A run whose steps beat bytes ÷ the calibrated bandwidth moved its bytes faster than the benchmark
-# that calibrated it: the paper time then overstates the step, and the answer says so instead.
-FASTER_THAN_PAPER = ("Usually fixed per-layer costs add to it; not here: this run moved its bytes faster than "
-                     "the calibrated ceiling, which understates this machine.")
+# that calibrated it: the paper time then overstates the step. The answer still gives the usual reason
+# (with this run's fixed cost when the latency model has one) and then says why this run beat paper.
+FASTER_THAN_PAPER = ("Usually fixed per-layer costs add to it{fixed}, yet this run beat paper: the calibrated "
+                     "ceiling understates this machine.")
 
 
 def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms: float,
@@ -357,19 +326,21 @@ def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms:
     return tuple(found)
 
 
-_REASON_WORDS = {"fixed": "per-layer fixed cost (Python launching each operation)",
+_REASON_WORDS = {"fixed": "per-layer fixed cost (Python launching each operation{fixed})",
                  "stream": "weights streaming slower than the benchmark",
                  "unexplained": "time the latency model misses"}
 
 
-def paper_rest(reasons: tuple[str, ...], faster: bool = False) -> str:
+def paper_rest(reasons: tuple[str, ...], faster: bool = False, fixed_ms: str | None = None) -> str:
     """The short answer's second sentence, from paper_reasons; `faster`: the steps took no longer
-    than bytes ÷ the calibrated bandwidth, so there is no rest to explain."""
+    than bytes ÷ the calibrated bandwidth, so there is no rest to explain; `fixed_ms`: the latency
+    model's fixed cost per step as the step-budget bars print it, named beside the fixed cost."""
+    fixed = f": about {fixed_ms} ms a step here" if fixed_ms else ""
     if faster:
-        return FASTER_THAN_PAPER
+        return FASTER_THAN_PAPER.format(fixed=f" (about {fixed_ms} ms a step here)" if fixed_ms else "")
     if not reasons:
         return "The latency model accounts for the rest."
-    words = [_REASON_WORDS[r] for r in reasons]
+    words = [_REASON_WORDS[r].format(fixed=fixed) for r in reasons]
     listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
     tail = ", mostly gone on GPU engines" if "unexplained" not in reasons else ""
     return f"The rest is {listed}{tail}."
@@ -390,8 +361,6 @@ def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
         else:  # the printed total came out below the parts' floors: take from the smallest remainders
             counts[by_remainder[-1 - k % len(parts)]] -= 1
     return [round(c * unit, digits) for c in counts]
-
-
 
 
 def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
@@ -467,9 +436,9 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
         else:
             answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
         head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
-                f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB (computed) would "
+                f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB would "
                 f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
-                f"even at the roof (computed). It took {sig3(measured)} ms (measured), so it reached {'' if near else 'only '}"
+                f"even at the roof. Timed, it took {sig3(measured)} ms, so it reached {'' if near else 'only '}"
                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
@@ -525,7 +494,7 @@ def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
     a, m, f = _split_ms(terms_ms)
     text = (f"The latency model, fitted to timed forwards, predicts {a + m + f} ms for it and, unlike the roofline, "
             f"adds the parts up instead of keeping only the larger one: {a} ms of arithmetic, {m} ms moving the "
-            f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward (predicted). ")
+            f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward. ")
     if _arithmetic_most(terms_ms):
         return text + "Arithmetic is most of that, so arithmetic is what sets its time, just not at the roof's speed."
     return text + (f"Arithmetic is less than half of that: with only {tokens} rows in each matrix "
@@ -553,7 +522,7 @@ def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which
     if not rows or not rows[0]:
         return ""
     what = (f"Brightness is the length (L2 norm) of the {which} vector each KV head stored in the cache "
-            f"at that position, in layer {layer} (measured{', for the first sequence of the batch' if batch > 1 else ''}).")
+            f"at that position, in layer {layer}{', for the first sequence of the batch' if batch > 1 else ''}, as read from the cache.")
     if n_kv_heads < 2:
         return what
     means = [statistics.fmean(r) for r in rows]
@@ -561,12 +530,12 @@ def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which
     others = statistics.fmean(m for h, m in enumerate(means) if h != top)
     if not others or means[top] < STANDS_OUT * others:
         return what + (f" No head stands out here: the longest, KV head {top}, averages {means[top]:.1f} against "
-                       f"{others:.1f} for the others (measured).")
+                       f"{others:.1f} for the others.")
     n = len(rows[top])
     longest = sum(1 for i in range(n) if all(rows[top][i] >= rows[h][i] for h in range(n_kv_heads))) / n
     text = what + (f" KV head {top} is the bright one: its {which}s average {means[top]:.1f}, "
                    f"{means[top] / others:.1f}× the other heads' {others:.1f}, and it is the longest at "
-                   f"{longest:.0%} of the {n} positions (measured).")
+                   f"{longest:.0%} of the {n} positions.")
     if longest >= 0.8:
         text += (" Every head of a layer projects the same input vector at a position, so a head that is "
                  "longest nearly everywhere owes it to its own projection weights (the matrix that turns that "

@@ -148,7 +148,7 @@ def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
         verdict = ("within 10% of each other: at this length the difference is lost in the noise of the machine"
                    if abs(ratio - 1) < 0.10 else
                    f"the static cache took {ratio:.2f}× as long; run it again to see how much of that is noise")
-        out.append(f"**Static vs dynamic (measured):** {sum(modes['static']) / 1000:.1f} s against "
+        out.append(f"**Static vs dynamic, as timed:** {sum(modes['static']) / 1000:.1f} s against "
                    f"{sum(dyn) / 1000:.1f} s, {verdict}. The static cache allocates room for every position up "
                    "front, so nothing is copied as it grows, but each step attends over the whole allocation; "
                    "the dynamic cache attends over only what is filled but grows by copying.")
@@ -341,7 +341,7 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
         context = result.get("prompt_len")
         at = f" at this panel's context ({context} prompt tokens plus a few generated)" if context else ""
         ridge, intensity, est = shown_estimate(roofline)
-        bullets.append(f"- *Roofline estimate (computed):* one decode step at batch 1 does **{intensity} FLOPs "
+        bullets.append(f"- *Roofline estimate:* one decode step at batch 1 does **{intensity} FLOPs "
                        f"per byte** it moves{at}, by the cost model's count, and {where}'s ridge point is "
                        f"**{ridge} FLOP/byte** (its calibrated matmul speed over its memory "
                        f"bandwidth{_speeds(roofline)}). Each "
@@ -356,14 +356,14 @@ def batching_summary(result: dict[str, Any], where: str = "this machine",
             at = below[-1]
             side = (f"inside the measured range: measured, the throughput still grew ×{_gain(at, last):.2f} from "
                     f"batch {at['batch']} to {b1}, so the measured curve bends gradually rather than at one batch")
-        bullets.append(f"- *Latency model (predicted):* its arithmetic time, with coefficients fitted to "
+        bullets.append(f"- *Latency model:* its predicted arithmetic time, with coefficients fitted to "
                        f"measured forwards, overtakes its time for reading weights, cache and activations from "
                        f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
                        "throughput grows ever more slowly.")
     if here and here.get("batch"):
         ridge_here, intensity_here, est_here = shown_estimate(here)
-        bullets.append(f"- *On this server (computed):* its ridge is **{ridge_here} FLOP/byte** "
-                       f"(calibrated when it started{_speeds(here)}) and the same batch-1 step does "
+        bullets.append(f"- *On this server:* its ridge, from the speeds calibrated when it started{_speeds(here)}, is "
+                       f"**{ridge_here} FLOP/byte**, and the same batch-1 step does "
                        f"{intensity_here} FLOPs per byte, so the same estimate gives batch ≈ "
                        f"**{est_here:.0f}** here (in words only: the chart holds {where}'s numbers alone). "
                        "Press the button to measure this server's own curve.")
@@ -387,14 +387,14 @@ def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str,
     parts = []
     if here and here.get("batch"):
         parts.append(f"on this server at about batch **{shown_estimate(here)[2]:.0f}** by the roofline rule of "
-                     "thumb (computed)")
+                     "thumb")
         if est:
             parts.append(f"on {where}, with its own ridge, near **{est:.0f}** by the same rule")
     elif est:
-        parts.append(f"at about batch **{est:.0f}** by the roofline rule of thumb (computed)")
+        parts.append(f"at about batch **{est:.0f}** by the roofline rule of thumb")
     if crossover:
         whose = f"{where}'s" if here and here.get("batch") and where != "this machine" else "the"
-        parts.append(f"{whose} latency model turns later, at ≈ **{crossover:.0f}** (predicted), because it counts "
+        parts.append(f"{whose} latency model turns later, at ≈ **{crossover:.0f}**, because it counts "
                      "costs the rule of thumb leaves out")
     return ("; ".join(parts) + ". In detail:") if parts else ""
 
@@ -428,7 +428,7 @@ def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: d
     if not pairs:
         return ""
     lines = [f"**The recording beside your run:** {what} took **{_num(recorded)} ms** on the recording machine "
-             f"(measured there) and **{_num(here)} ms** in your last run on this server (measured here), "
+             f"and **{_num(here)} ms** in your last run on this server, "
              f"{_how_far(recorded, here)}." for what, recorded, here in pairs]
     ceilings = _ceilings_sentence(recorded_roof or {}, here_roof or {})
     if ceilings:
