@@ -385,3 +385,39 @@ def test_a_recordings_prediction_lines_say_whose_latency_model_drew_them():
     low = {**_compare_result(), "predicted": {"none": [m / 1.3 for m in _compare_result()["modes"]["none"]]}}
     assert "The recording machine's latency model draws a no-cache line that runs about 23% below" in \
         panel_figures.compare_summary(low, recorded=True)
+
+
+def test_the_two_recordings_step_times_are_reconciled_with_their_own_figures():
+    """The cache recording's mean step and the batching recording's batch-1 median differ (a reviewer
+    found 58 and 65.6 ms unexplained): one sentence names both, each recording's date and the memory
+    bandwidth each session calibrated, all read from the recordings."""
+    from app.shared import experiment_results as results
+
+    c, b = results.load_bundled("compare"), results.load_bundled("batching")
+    bw = [m.provenance["predictor"]["bandwidth_bytes_per_s"] for m in (c, b)]
+    text = panel_figures.two_recordings(c.result, b.result, ("3 December", "4 December"), tuple(bw))
+    dyn = c.result["modes"]["dynamic"][1:]
+    batch1 = next(r for r in b.result["rows"] if r["batch"] == 1)["decode step ms (measured, median)"]
+    assert f"**{sum(dyn) / len(dyn):.0f} ms**" in text and f"**{batch1:.3g} ms**" in text
+    assert "(3 December)" in text and "(4 December)" in text
+    assert f"{bw[0] / 1e9:.2f} GB/s" in text and f"{bw[1] / 1e9:.2f} GB/s" in text
+    assert panel_figures.two_recordings(c.result, b.result, ("a", "b"), (None, bw[1])) == ""
+    assert panel_figures.two_recordings({"modes": {}}, b.result, ("a", "b"), tuple(bw)) == ""
+
+
+def test_the_batching_answer_gives_the_measured_last_doubling_and_names_whose_turn_it_is():
+    """The answer said "the gain fades from about batch 54" while the measured gains shrank earlier:
+    it now prints the last doubling's measured gain as the details list it, and gives the turn to the
+    latency model."""
+    from app.shared import experiment_results as results
+    from app.views.live import sections
+
+    b = results.load_bundled("batching")
+    values = panel_figures.batching_answer_values(b.result, recorded=True)
+    text = sections.answer("batching", values)
+    summary = panel_figures.batching_summary(b.result, "the recording machine")
+    rows = b.result["rows"]
+    assert f"×{values['batch_last_gain']} ({rows[-2]['batch']} → {rows[-1]['batch']})" in summary
+    assert f"gained ×{values['batch_last_gain']}" in text
+    assert f"the latency model has arithmetic outlast the weight reads from about batch {values['batch_turn']}" in text
+    assert len(text.split()) <= sections.ANSWER_MAX_WORDS

@@ -301,6 +301,7 @@ def batching_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, 
     crossover = result.get("compute_bound_from")
     return {"batch_top": str(last["batch"]), "batch_step_growth": f"{_step(last) / _step(first):.1f}",
             "batch_rate_growth": f"{_gain(first, last):.1f}",
+            "batch_last_gain": f"{_gain(rows[-2], last):.2f}",  # as the summary's step-by-step list prints it
             "batch_turn": f"{crossover:.0f}" if crossover else "",
             "batch_badge": (":violet-badge[recorded]" if recorded else ":blue-badge[measured]")
             + " :orange-badge[predicted]"}
@@ -415,6 +416,23 @@ def shown_estimate(roofline: dict[str, float]) -> tuple[str, str, float]:
     ridge = ridge_text(peak, bw) if peak and bw else f"{roofline['ridge_flop_per_byte']:.1f}"
     intensity = f"{roofline['decode_intensity']:.2f}"
     return ridge, intensity, float(ridge) / float(intensity)
+
+
+def two_recordings(compare: dict[str, Any], batching: dict[str, Any], dates: tuple[str, str],
+                   bandwidths: tuple[float | None, float | None]) -> str:
+    """Why the cache recording's decode step and the batching recording's batch-1 step differ, when
+    both panels show their recordings: two sessions, named by date and by the memory bandwidth each
+    calibrated (`dates` and `bandwidths` in bytes/s: cache recording first; '' without the figures)."""
+    dyn = (_usable(compare).get("dynamic") or [])[1:]
+    first = next((r for r in batching.get("rows", []) if r.get("batch") == 1), None)
+    if not dyn or first is None or not all(bandwidths):
+        return ""
+    return (f"**Two recordings, two sessions:** the cache panel's recording ({dates[0]}) has decode steps "
+            f"of **{_mean(dyn):.0f} ms** on average with the cache; this one ({dates[1]}) a batch-1 "
+            f"step of **{_num(_step(first))} ms** (median). They were made on different days on the same kind of "
+            f"machine, which calibrated its memory bandwidth at {gbs_text(bandwidths[0])} GB/s and "
+            f"{gbs_text(bandwidths[1])} GB/s: a shared machine's speed moves between sessions, and the prompts "
+            "differ too.")
 
 
 def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: dict[str, float] | None = None,

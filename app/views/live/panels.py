@@ -250,10 +250,26 @@ def _batching_body(loaded: Any) -> None:
         beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)
         caveat = results.RECORDING_CAVEAT if shown.source == "bundled" and not beside else ""  # beside has its own
-        details += [t for t in (summary, beside, caveat) if t]
+        details += [t for t in (summary, beside, caveat, _two_recordings(shown)) if t]
     with right, st.expander("How we know: batching"):
         st.markdown("\n\n".join(details))
     _poll(job, state.BATCHING_SEEN)
+
+
+def _two_recordings(batching: results.Measurement) -> str:
+    """The sentence reconciling the two bundled recordings, when both panels show theirs."""
+    if batching.source != "bundled":
+        return ""
+    job = state.job(state.COMPARE)
+    compare = _shown("compare", job, job is not None and any(job.result["modes"].values()))
+    if compare is None or compare.source != "bundled":
+        return ""
+    def bandwidth(m: results.Measurement) -> float | None:
+        return (m.provenance.get("predictor") or {}).get("bandwidth_bytes_per_s")
+    return panel_figures.two_recordings(
+        compare.result, batching.result,
+        tuple(f"{m.measured_at.day} {m.measured_at:%B}" for m in (compare, batching)),
+        (bandwidth(compare), bandwidth(batching)))
 
 
 # --- a recording's numbers beside the reader's own run ------------------------------------------------
