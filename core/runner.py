@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from core.conversation import KeptCache, capped, reusable, signature, take
 from core.model import LoadedModel
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
@@ -113,6 +114,24 @@ def encode_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> list[int]:
     return [int(i) for i in tok(prompt, add_special_tokens=True)["input_ids"]]
 
 
+def conversation_ids(loaded: LoadedModel, messages: list[dict[str, str]], chat: bool) -> list[int]:
+    """Token ids of a whole conversation, ending with the reader's newest message: through the chat
+    template (with the prompt for the model's answer) when `chat` is on and the model has one, else
+    the texts in a row, each answer right after its question, each question after a blank line."""
+    tok = loaded.tokenizer
+    messages = [{"role": m["role"], "content": clean_text(m["content"])} for m in messages]
+    if chat and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+    # without a template the model continued the question's text directly: an answer follows its
+    # question as generated, and each new question starts after a blank line
+    text = "".join(("\n\n" if i and m["role"] != "assistant" else "") + m["content"]
+                   for i, m in enumerate(messages))
+    return [int(i) for i in tok(text, add_special_tokens=True)["input_ids"]]
+
+
 def _make_cache(loaded: LoadedModel, mode: str, max_len: int):
     from transformers import DynamicCache, StaticCache
 
@@ -183,11 +202,19 @@ Annotator = Callable[[Event, int, int, int, "int | None"], None]
 
 def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings,
         should_stop: Callable[[], bool] | None = None,
-        annotate: Annotator | None = None) -> Iterator[Event]:
+        annotate: Annotator | None = None,
+        reuse: tuple[KeptCache, int] | None = None,
+        on_kept: Callable[[KeptCache], None] | None = None) -> Iterator[Event]:
     """Yield one Event per forward pass. Stops on EOS, max tokens, or `should_stop()` between forwards.
 
     `annotate(event, n_new, n_cached, batch, attn_len)` may add cost and prediction fields to each
     event (core.predictor provides one); it runs outside the timed region.
+
+    `reuse`: (a kept cache, how many of its positions to keep; core.conversation.reusable decides):
+    the prefill then runs over the prompt's remaining tokens only, its positions starting after the
+    kept ones. Readying the kept cache (a crop, or a static cache's copy into a new allocation) is
+    timed into the prefill: it is part of the wait for the first token. `on_kept` receives the
+    cache this turn leaves (whatever way the run ends), for the next turn.
     """
     import torch
 
@@ -205,43 +232,67 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     texts = TokenTexts(loaded.tokenizer)
     total_len = len(prompt_ids) + settings.max_new_tokens
-    cache = _make_cache(loaded, settings.cache, total_len)
+    kept_n, prepare_ms = 0, 0.0
+    if reuse is not None and settings.cache != "none" and settings.batch == 1 and 0 < reuse[1] < len(prompt_ids):
+        started = time.perf_counter()
+        cache = take(reuse[0], reuse[1], total_len, loaded.config)
+        kept_n, prepare_ms = reuse[1], (time.perf_counter() - started) * 1000.0
+    else:
+        cache = _make_cache(loaded, settings.cache, total_len)
     sequence = torch.tensor([prompt_ids] * settings.batch, dtype=torch.long, device=device)
-    next_input = sequence
-    n_cached = 0
+    next_input = sequence[:, kept_n:]
+    n_cached = kept_n
+    generated: list[int] = []
+    sig = signature(loaded, settings.chat)
 
+    def leave() -> None:
+        if on_kept is not None and cache is not None and settings.batch == 1:
+            held = int(cache.get_seq_length())
+            on_kept(KeptCache(ids=(list(prompt_ids) + generated)[:held], cache=cache, mode=settings.cache,
+                              signature=sig))
+
+    consistent = True  # False while a forward may have half-updated the cache: nothing is kept then
     with torch.inference_mode():
-        for step in range(settings.max_new_tokens):
-            if step and should_stop is not None and should_stop():
-                return
-            n_new = next_input.shape[1]
-            token, latency_ms = _timed_forward(model, sequence if cache is None else next_input, cache,
-                                               settings, generator, sync)
-            token_id = int(token.item())
+        try:
+            for step in range(settings.max_new_tokens):
+                if step and should_stop is not None and should_stop():
+                    return
+                n_new = next_input.shape[1]
+                consistent = False
+                token, latency_ms = _timed_forward(model, sequence if cache is None else next_input, cache,
+                                                   settings, generator, sync)
+                if step == 0:
+                    latency_ms += prepare_ms
+                token_id = int(token.item())
+                generated.append(token_id)
+                consistent = True
 
-            is_last = step == settings.max_new_tokens - 1 or (settings.stop_on_eos and token_id in eos)
-            first = n_cached if cache is not None else 0
-            seq, shapes, filled, allocated, layers = _cache_view(cache)
-            event = Event(
-                phase="prefill" if step == 0 else "decode",
-                positions=[first, first + n_new] if cache is not None else [0, sequence.shape[1]],
-                token_id=token_id, token_text=texts.push(token_id, final=is_last),
-                latency_ms=round(latency_ms, 4), kv_seq_len=seq, kv_shapes=shapes, step=step,
-                kv_bytes=filled, kv_bytes_allocated=allocated,
-                kv_norms=_kv_norms(layers, first, first + n_new)
-                if (settings.record_kv_norms and layers) else None,
-            )
-            if annotate is not None:
-                annotate(event, n_new if cache is not None else sequence.shape[1],
-                         n_cached if cache is not None else 0, settings.batch,
-                         total_len if settings.cache == "static" else None)
-            yield event
-            if is_last:
-                return
-            n_cached += n_new
-            next_input = token.view(1, 1).expand(settings.batch, 1)
-            if cache is None:
-                sequence = torch.cat([sequence, next_input], dim=1)
+                is_last = step == settings.max_new_tokens - 1 or (settings.stop_on_eos and token_id in eos)
+                first = n_cached if cache is not None else 0
+                seq, shapes, filled, allocated, layers = _cache_view(cache)
+                event = Event(
+                    phase="prefill" if step == 0 else "decode",
+                    positions=[first, first + n_new] if cache is not None else [0, sequence.shape[1]],
+                    token_id=token_id, token_text=texts.push(token_id, final=is_last),
+                    latency_ms=round(latency_ms, 4), kv_seq_len=seq, kv_shapes=shapes, step=step,
+                    kv_bytes=filled, kv_bytes_allocated=allocated,
+                    kv_norms=_kv_norms(layers, first, first + n_new)
+                    if (settings.record_kv_norms and layers) else None,
+                )
+                if annotate is not None:
+                    annotate(event, n_new if cache is not None else sequence.shape[1],
+                             n_cached if cache is not None else 0, settings.batch,
+                             total_len if settings.cache == "static" else None)
+                yield event
+                if is_last:
+                    return
+                n_cached += n_new
+                next_input = token.view(1, 1).expand(settings.batch, 1)
+                if cache is None:
+                    sequence = torch.cat([sequence, next_input], dim=1)
+        finally:
+            if consistent:
+                leave()
 
 
 def warm_up(loaded: LoadedModel) -> None:
@@ -295,6 +346,25 @@ def decode_over_filled_cache(loaded: LoadedModel, batch: int, cached_tokens: int
     return seconds
 
 
+def cold_prefill_ms(loaded: LoadedModel, prompt_ids: list[int], mode: str = "dynamic") -> float:
+    """Milliseconds of one prefill of all of `prompt_ids` into a fresh cache, timed as the runner
+    times a prefill (forward and token choice): the same turn from scratch, set beside a follow-up
+    that kept the cache. Nothing is generated and the cache is dropped."""
+    import torch
+
+    settings = GenerationSettings(max_new_tokens=1, cache=mode if mode != "none" else "dynamic",
+                                  chat=False, record_kv_norms=False).validated()
+    if not prompt_ids or len(prompt_ids) + 1 > loaded.context_window:
+        raise SettingsError("the conversation does not fit the model's context window")
+    device = loaded.model.device
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    cache = _make_cache(loaded, settings.cache, len(prompt_ids) + 1)
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    with torch.inference_mode():
+        _, ms = _timed_forward(loaded.model, ids, cache, settings, torch.Generator(device="cpu"), sync)
+    return ms
+
+
 def _timed_forward(model, input_ids, cache, settings: GenerationSettings, generator, sync) -> tuple[Any, float]:
     """One forward and its token choice, timed as every measured step is (the token on the CPU before
     the clock stops); `cache` None re-feeds the whole sequence. Returns the chosen token and ms."""
@@ -333,21 +403,52 @@ def generate_trace(loaded: LoadedModel, prompt: str, settings: GenerationSetting
     prompt_ids = encode_prompt(loaded, prompt, settings.chat)
     trace = Trace(model=loaded.info.to_dict(), settings=settings.to_dict(), prompt_token_ids=prompt_ids,
                   prompt_text=prompt, environment=environment())
-    for event in run(loaded, prompt_ids, settings, should_stop, annotate):
+    _fill(trace, loaded, run(loaded, prompt_ids, settings, should_stop, annotate), on_event)
+    return trace
+
+
+def generate_turn(loaded: LoadedModel, messages: list[dict[str, str]], settings: GenerationSettings,
+                  kept: KeptCache | None = None, annotate: Annotator | None = None,
+                  measure_cold: bool = True) -> tuple[Trace, KeptCache | None]:
+    """One turn of a conversation: `messages` end with the reader's newest question; `kept` is the
+    cache the last turn left. Returns the turn's trace (its `turn` record says what was reused, or
+    why nothing was, and with `measure_cold` the same turn's prefill timed from scratch) and the
+    cache this turn leaves, within core.conversation's cap."""
+    settings = settings.validated()
+    prompt_ids = conversation_ids(loaded, messages, settings.chat)
+    n, reason = reusable(kept, prompt_ids, settings.cache, settings.batch, signature(loaded, settings.chat))
+    turn: dict[str, Any] = {"index": sum(1 for m in messages if m["role"] == "user") - 1,
+                            "messages": [dict(m) for m in messages], "reused_tokens": n,
+                            "new_tokens": len(prompt_ids) - n}
+    if reason:
+        turn["cold_reason"] = reason
+    trace = Trace(model=loaded.info.to_dict(), settings=settings.to_dict(), prompt_token_ids=prompt_ids,
+                  prompt_text=messages[-1]["content"], environment=environment(), turn=turn)
+    left: list[KeptCache] = []
+    _fill(trace, loaded, run(loaded, prompt_ids, settings, annotate=annotate,
+                             reuse=(kept, n) if n and kept is not None else None, on_kept=left.append))
+    if measure_cold and n:
+        turn["cold_ttft_ms"] = round(cold_prefill_ms(loaded, prompt_ids, settings.cache), 4)
+    return trace, (capped(left[-1]) if left else None)
+
+
+def _fill(trace: Trace, loaded: LoadedModel, events: Iterator[Event],
+          on_event: Callable[[Event], None] | None = None) -> None:
+    """Collect a run's events into `trace`, then its stop reason and text."""
+    for event in events:
         trace.events.append(event)
         if on_event is not None:
             on_event(event)
+    settings = trace.settings
     last = trace.events[-1] if trace.events else None
-    eos = _eos_ids(loaded)
-    if last is not None and settings.stop_on_eos and last.token_id in eos:
+    if last is not None and settings["stop_on_eos"] and last.token_id in _eos_ids(loaded):
         trace.stop_reason = STOP_EOS
-    elif len(trace.events) >= settings.max_new_tokens:
+    elif len(trace.events) >= settings["max_new_tokens"]:
         trace.stop_reason = STOP_MAX_NEW_TOKENS
     else:
         trace.stop_reason = STOP_STOPPED
     # What was shown, token by token; equal to decoding the ids unless a cancel cut a character.
     trace.generated_text = "".join(e.token_text for e in trace.events)
-    return trace
 
 
 def environment() -> dict[str, Any]:

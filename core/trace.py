@@ -14,7 +14,13 @@ from typing import Any
 
 from core import perf
 
-TRACE_VERSION = 1
+# Version 2 (a follow-up turn): the prompt's ids are the whole conversation and the prefill may start
+# after positions kept from the last turn (its `turn` says how many); an app that read version 1
+# would draw those as missing. Version 1 files are read as single-turn traces.
+TRACE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+# A turn's messages: at most this many, each at most this many characters (a trace stays readable).
+MAX_TURN_MESSAGES, MAX_MESSAGE_CHARS = 64, 20_000
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 PHASES = ("prefill", "decode")
 # Why a run ended, the same words from the CLI and the page: the end-of-text token, the token limit,
@@ -75,6 +81,12 @@ class Trace:
     # The prompt's tokens as text (one per id), so a replay can show them without the tokenizer.
     # Optional and additive: older traces lack it and replays then label tokens by id.
     prompt_tokens: list[str] | None = None
+    # A conversation's turn (None for a single question): {"index": 0 for the first question,
+    # "messages": the conversation up to this turn's question as [{"role", "content"}],
+    # "reused_tokens": positions kept from the last turn's cache, "new_tokens": positions prefilled,
+    # "cold_reason": why nothing was kept (absent when something was), "cold_ttft_ms": the same
+    # turn prefilled from scratch, measured after it (absent when not measured)}.
+    turn: dict[str, Any] | None = None
     version: int = TRACE_VERSION
 
     @property
@@ -153,8 +165,9 @@ def _parse(data: Any) -> Trace:
     if not isinstance(data, dict):
         raise TraceError("a trace is a JSON object")
     version = data.get("version")
-    if version != TRACE_VERSION:
-        raise TraceError(f"trace version {version!r} is not supported (this app reads version {TRACE_VERSION})")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise TraceError(f"trace version {version!r} is not supported (this app reads versions "
+                         f"{' and '.join(map(str, READABLE_VERSIONS))})")
     for key, kind in (("model", dict), ("settings", dict), ("prompt_token_ids", list), ("events", list)):
         if key not in data:
             raise TraceError(f"trace has no '{key}'")
@@ -192,7 +205,36 @@ def _parse(data: Any) -> Trace:
         hardware=data.get("hardware") if isinstance(data.get("hardware"), dict) else None,
         environment=data.get("environment") if isinstance(data.get("environment"), dict) else None,
         prompt_tokens=_prompt_tokens(data.get("prompt_tokens"), len(data["prompt_token_ids"])),
+        turn=_turn(data.get("turn"), len(data["prompt_token_ids"])) if version >= 2 else None,
     )
+
+
+def _turn(value: Any, n_prompt: int) -> dict[str, Any] | None:
+    """A follow-up turn's record, checked (TraceError names what is wrong); None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TraceError("'turn' must be an object")
+    for key in ("index", "reused_tokens", "new_tokens"):
+        _check_type("turn", key, value.get(key), int)
+        if value[key] < 0:
+            raise TraceError(f"turn: '{key}' must not be negative")
+    if value["reused_tokens"] + value["new_tokens"] != n_prompt:
+        raise TraceError("turn: reused and new tokens must add up to the prompt's tokens")
+    messages = value.get("messages", [])
+    if (not isinstance(messages, list) or len(messages) > MAX_TURN_MESSAGES or not all(
+            isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")
+            and isinstance(m.get("content"), str) and len(m["content"]) <= MAX_MESSAGE_CHARS for m in messages)):
+        raise TraceError(f"turn: 'messages' must be at most {MAX_TURN_MESSAGES} messages with a role and text")
+    out = {"index": value["index"], "reused_tokens": value["reused_tokens"], "new_tokens": value["new_tokens"],
+           "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
+    if value.get("cold_reason") is not None:
+        _check_type("turn", "cold_reason", value["cold_reason"], str)
+        out["cold_reason"] = value["cold_reason"][:500]
+    if value.get("cold_ttft_ms") is not None:
+        _check_type("turn", "cold_ttft_ms", value["cold_ttft_ms"], (int, float))
+        out["cold_ttft_ms"] = float(value["cold_ttft_ms"])
+    return out
 
 
 def _stop_reason(value: Any) -> str | None:

@@ -153,7 +153,7 @@ def _good() -> dict:
 BAD_FILES = {
     "malformed": (b"{ this is not json", "not valid JSON"),
     "truncated": (bundled_traces()["sky-blue"].read_bytes()[:5000], "truncated"),
-    "wrong version": (json.dumps({**_good(), "version": 2}).encode(), "version 2 is not supported"),
+    "wrong version": (json.dumps({**_good(), "version": 9}).encode(), "version 9 is not supported"),
     "oversized": (b"{" + b" " * (MAX_TRACE_BYTES + 10) + b"}", "at most 20 MB"),
     "empty": (b"", "empty"),
     "not utf-8": (b"\xff\xfe\x00garbage", "not"),
