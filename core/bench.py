@@ -193,6 +193,35 @@ def bench_latency(loaded) -> dict[str, float]:
             "prompt_tokens": len(trace.prompt_token_ids)}
 
 
+# Three conversations whose follow-ups are at most a quarter of the conversation (issue: a follow-up
+# that reuses the cache): the first question's answer is 48 tokens, the follow-up one short sentence.
+FOLLOW_UPS = (("Tell me a short story about a robot.", "Give the robot a name and say what it likes."),
+              ("Explain in two sentences why the sky is blue.", "And why is the sunset red?"),
+              ("What is a KV cache in a language model?", "How much memory does it use?"))
+
+
+def bench_follow_up(loaded) -> dict[str, Any]:
+    """A follow-up's time to first token with the conversation's cache kept, beside the same turn
+    prefilled from scratch (both measured in this run, dynamic cache): per conversation and the
+    median of the ratios (kept / scratch; the target is at most 0.5)."""
+    from core.runner import GenerationSettings, generate_turn
+
+    settings = GenerationSettings(max_new_tokens=48, stop_on_eos=False)
+    rows = []
+    for question, follow_up in FOLLOW_UPS:
+        messages = [{"role": "user", "content": question}]
+        first, kept = generate_turn(loaded, messages, settings)
+        messages += [{"role": "assistant", "content": first.generated_text}, {"role": "user", "content": follow_up}]
+        trace, _ = generate_turn(loaded, messages, settings, kept=kept)
+        turn = trace.turn
+        rows.append({"tokens": len(trace.prompt_token_ids), "reused": turn["reused_tokens"],
+                     "new": turn["new_tokens"], "ttft_kept_ms": round(trace.events[0].latency_ms, 1),
+                     "ttft_scratch_ms": round(turn["cold_ttft_ms"], 1)})
+    ratios = [r["ttft_kept_ms"] / r["ttft_scratch_ms"] for r in rows]
+    return {"follow_up_ttft_ratio": round(statistics.median(ratios), 3),
+            "follow_up_ttft_ratio_max": round(max(ratios), 3), "follow_up_turns": rows}
+
+
 def bench_sim(sizes: tuple[int, ...] = (1000, 10_000)) -> dict[str, Any]:
     """Serving simulator speed: the event loop's wall time (sim_wall_s, coefficient fit and request
     generation excluded) for every policy on the default `mix` workload, at each size."""
@@ -231,6 +260,8 @@ def run_bench(skip_prepare: bool = False, skip_serve: bool = False) -> dict[str,
     pred, fitted, test_rows = bench_predictor(loaded)
     result.update(pred)
     result["decode_bandwidth_fraction"] = decode_bandwidth_fraction(test_rows, fitted.hardware.bandwidth)
+    _log("follow-ups: the cache kept against the same turn from scratch")
+    result.update(bench_follow_up(loaded))
     _log("runner vs model.generate (interleaved pairs)")
     result.update(overhead_ratio(loaded))
     _log("serving simulator, 1,000 and 10,000 requests per policy")

@@ -135,3 +135,23 @@ def test_a_turn_is_saved_in_a_version_2_trace_and_version_1_still_reads(tiny_mod
     old["version"] = 3
     with pytest.raises(TraceError, match="version 3 is not supported"):
         Trace.from_json(json.dumps(old))
+
+
+@pytest.mark.model
+def test_on_the_real_model_a_follow_up_reuses_the_whole_first_turn(embedded_model):
+    """SmolLM2's chat template re-tokenizes the first answer as generated: the follow-up keeps every
+    position the cache held and prefills only the template's turn marks and the new question.
+    Timing targets live in `python -m core bench` (follow_up_ttft_ratio)."""
+    s = GenerationSettings(max_new_tokens=16, stop_on_eos=True)
+    messages = [{"role": "user", "content": "Explain in two sentences why the sky is blue."}]
+    first, kept = generate_turn(embedded_model, messages, s)
+    held = list(kept.ids)
+    messages += [{"role": "assistant", "content": first.generated_text},
+                 {"role": "user", "content": "And why is the sunset red?"}]
+    second, _ = generate_turn(embedded_model, messages, s, kept=kept)
+    turn = second.turn
+    assert turn["reused_tokens"] == conv.common_prefix(held, second.prompt_token_ids)
+    assert turn["reused_tokens"] >= len(held) - 1  # at most the end-of-turn mark re-tokenized apart
+    follow_up = len(embedded_model.tokenizer("And why is the sunset red?")["input_ids"])
+    # the question, the answer's last token (never fed) and the template's turn marks (11 for SmolLM2)
+    assert turn["new_tokens"] <= follow_up + 12
