@@ -276,7 +276,8 @@ def run(loaded: LoadedModel, prompt_ids: list[int], settings: GenerationSettings
                     token_id=token_id, token_text=texts.push(token_id, final=is_last),
                     latency_ms=round(latency_ms, 4), kv_seq_len=seq, kv_shapes=shapes, step=step,
                     kv_bytes=filled, kv_bytes_allocated=allocated,
-                    kv_norms=_kv_norms(layers, first, first + n_new)
+                    # a follow-up's prefill also reads the kept positions' vectors: the grid draws them
+                    kv_norms=_kv_norms(layers, 0 if (step == 0 and kept_n) else first, first + n_new)
                     if (settings.record_kv_norms and layers) else None,
                 )
                 if annotate is not None:

@@ -56,6 +56,8 @@ class Event:
     # sum to predicted_ms. Traces recorded before it existed simply lack it.
     predicted_terms_ms: dict[str, float] | None = None
     cost: dict[str, Any] | None = None
+    # L2 norms of the vectors this forward wrote, per layer and KV head: positions [positions[0],
+    # positions[1]), or for a follow-up's prefill from 0 (the kept positions, read, not written).
     kv_norms: dict[str, list] | None = None
     # Milliseconds the model waited, just before this forward, for its page to finish a redraw (the
     # page's runs take turns with the model's forwards). Not part of latency_ms: the wait is over
@@ -65,6 +67,15 @@ class Event:
     @property
     def n_new(self) -> int:
         return self.positions[1] - self.positions[0]
+
+    @property
+    def norm_positions(self) -> range:
+        """The cache positions `kv_norms` covers: the written ones, and for a follow-up's prefill
+        the kept ones before them too (empty without norms)."""
+        if not self.kv_norms or not self.kv_norms.get("key") or not self.kv_norms["key"][0]:
+            return range(0)
+        width = len(self.kv_norms["key"][0][0])
+        return range(self.positions[1] - width, self.positions[1])
 
 
 @dataclass

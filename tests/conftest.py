@@ -228,7 +228,7 @@ def browser():
 
 def live_state(page) -> dict:
     """What the live view shows now, read from its DOM: steps received and shown, the run's state,
-    prompt tokens, KV grid columns and any Streamlit exception on the page."""
+    prompt tokens (a follow-up's kept ones included), KV grid columns and any Streamlit exception."""
     return page.evaluate("""() => {
         const c = document.querySelector('.pd-controls');
         const kv = document.querySelector('.pd-chart[data-chart=kv]');
@@ -236,7 +236,8 @@ def live_state(page) -> dict:
         return {available: c ? Number(c.dataset.available || 0) : 0, status: c ? c.dataset.status : null,
                 runId: c && c.dataset.runId !== 'null' ? (c.dataset.runId || null) : null,
                 shown: c ? Number(c.dataset.shown || 0) : 0,
-                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length,
+                prompt: document.querySelectorAll('.pd-prompt-toks .pd-tok').length
+                        + Number((toks && toks.dataset.kept) || 0),  // a follow-up folds its kept tokens
                 promptText: toks ? toks.innerText : '',
                 kvColumns: kv ? Number(kv.dataset.kvColumns || 0) : null,
                 exceptions: document.querySelectorAll('[data-testid=stException]').length};

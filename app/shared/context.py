@@ -40,6 +40,7 @@ class RunContext:
     weight_bytes: int | None = None  # bytes one decode forward reads in weights (core.cost)
     ceilings: Ceilings = field(default_factory=Ceilings)
     tied_embeddings: bool = False  # the output layer reuses the token embedding table (one matrix)
+    kept: int = 0  # a follow-up's leading prompt positions kept in the cache from the last turn
 
     @property
     def prompt_len(self) -> int:
@@ -75,7 +76,7 @@ def token_label(tokenizer: Any, token_id: int) -> str:
 
 
 def build_context(loaded: Any, prompt_ids: list[int], max_new_tokens: int, batch: int, cache: str,
-                  ceilings: Ceilings | None = None, weight_bytes: int | None = None) -> RunContext:
+                  ceilings: Ceilings | None = None, weight_bytes: int | None = None, kept: int = 0) -> RunContext:
     cfg = loaded.config
     n_heads = int(cfg.num_attention_heads)
     head_dim = perf.head_dim_from_config(cfg)
@@ -89,7 +90,8 @@ def build_context(loaded: Any, prompt_ids: list[int], max_new_tokens: int, batch
         dtype_bytes=dtype_bytes, prompt_tokens=[token_label(loaded.tokenizer, i) for i in prompt_ids],
         prompt_special=[i in special for i in prompt_ids], max_new_tokens=max_new_tokens, batch=batch,
         cache=cache, context_window=loaded.context_window, weight_bytes=weight_bytes,
-        ceilings=ceilings or Ceilings(), tied_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)))
+        ceilings=ceilings or Ceilings(), tied_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
+        kept=kept)
 
 
 def decode_weight_bytes(loaded: Any) -> int | None:

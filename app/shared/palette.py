@@ -22,6 +22,7 @@ MEASURED = BLUE
 PREDICTED = ORANGE
 PREFILL = VERMILLION
 DECODE = BLUE
+KEPT = GREEN  # a follow-up's cache positions kept from the last turn
 WEIGHTS = SKY
 KV_READ = VERMILLION
 KV_WRITE = GREEN

@@ -111,7 +111,8 @@ def context_from_trace(trace: Trace, tokenizer: Any = None) -> RunContext:
         batch=_int(settings.get("batch"), 1) or 1, cache=str(settings.get("cache", "dynamic")),
         context_window=int(cfg.get("max_position_embeddings") or 8192),
         weight_bytes=int(weight_bytes) if isinstance(weight_bytes, (int, float)) else None, ceilings=ceilings,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        kept=int((trace.turn or {}).get("reused_tokens", 0)))
 
 
 def _num(value: Any) -> float | None:
@@ -144,6 +145,8 @@ class ReplayRun:
         self.prompt = self.trace_data.prompt_text
         self.prompt_ids = list(self.trace_data.prompt_token_ids)
         self.stop_reason = self.trace_data.stop_reason or "done"
+        self.turn = self.trace_data.turn  # a follow-up's record (what was kept), None for one question
+        self.kept = None  # a recording holds no cache: a follow-up from it runs cold
         s = self.trace_data.settings
         self.settings = SimpleNamespace(**{**s, "cache": str(s.get("cache", "dynamic"))})
         m = self.trace_data.model

@@ -19,7 +19,8 @@ from app.shared.context import RunContext, build_context
 from app.shared.jobs import ModelJob, RunQueue
 from app.shared.model import get_ceilings, make_annotator
 from app.shared.turns import Turns
-from core.runner import GenerationSettings, environment, run
+from core.conversation import KeptCache, capped
+from core.runner import GenerationSettings, cold_prefill_ms, environment, run
 from core.settings import bench_log
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
@@ -54,7 +55,10 @@ class GenerationRun(ModelJob):
     bundled_name = None
 
     def __init__(self, queue: RunQueue, loaded: Any, prompt: str, prompt_ids: list[int],
-                 settings: GenerationSettings, wait_for_page: bool = False) -> None:
+                 settings: GenerationSettings, wait_for_page: bool = False,
+                 turn: dict[str, Any] | None = None, reuse: tuple[KeptCache, int] | None = None) -> None:
+        """`turn`: the conversation's record for this run (core.trace.Trace.turn), None for a lone
+        question; `reuse`: the last turn's kept cache and how many of its positions to keep."""
         super().__init__(queue)
         self._page_drawn = threading.Event()
         if not wait_for_page:
@@ -68,6 +72,9 @@ class GenerationRun(ModelJob):
         self.ctx: RunContext | None = None
         self.stop_reason: str | None = None
         self.turns = Turns()  # the model's forwards and this run's page redraws (app.shared.turns)
+        self.turn = turn
+        self._reuse = reuse
+        self.kept: KeptCache | None = None  # the cache this run leaves, for a follow-up (capped)
 
     def page_drawn(self) -> None:
         """The page that started this run has finished its script pass: timing may begin."""
@@ -87,12 +94,15 @@ class GenerationRun(ModelJob):
     def work(self) -> None:
         self.progress = "measuring this machine's ceilings (once per server)…"
         ceilings = get_ceilings()
+        kept_n = self._reuse[1] if self._reuse else 0
         self.ctx = build_context(self.loaded, self.prompt_ids, self.settings.max_new_tokens, self.settings.batch,
-                                 self.settings.cache, ceilings)
+                                 self.settings.cache, ceilings, kept=kept_n)
         annotate = make_annotator(self.loaded)
         self.progress = "running"
         start = time.perf_counter()
-        steps = run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop, annotate=annotate)
+        steps = run(self.loaded, self.prompt_ids, self.settings, should_stop=self.should_stop, annotate=annotate,
+                    reuse=self._reuse, on_kept=self._keep)
+        self._reuse = None  # the cache now belongs to this run
         while True:
             with self.turns.forward() as waited_s:
                 event = next(steps, None)
@@ -113,6 +123,18 @@ class GenerationRun(ModelJob):
         else:
             self.stop_reason = STOP_EOS
         host_points.record_run(self.events, self.loaded.info.to_dict(), self.settings.to_dict())
+        if kept_n and self.events and self.turn is not None and not self.should_stop():
+            # the same turn from scratch, timed while this job still holds the model: the page sets the
+            # follow-up's time to first token beside it
+            self.progress = "timing the same turn prefilled from scratch…"
+            self.turn["cold_ttft_ms"] = round(cold_prefill_ms(self.loaded, self.prompt_ids, self.settings.cache), 4)
+
+    def _keep(self, kept: KeptCache) -> None:
+        self.kept = capped(kept)
+
+    def drop_cache(self) -> None:
+        """Free the kept cache (a new conversation started, or the next turn runs cold)."""
+        self.kept = None
 
     @property
     def pauses(self) -> list[float]:
@@ -134,7 +156,8 @@ class GenerationRun(ModelJob):
                      prompt_token_ids=list(self.prompt_ids), events=list(self.events),
                      generated_text=self.generated_text, prompt_text=self.prompt,
                      stop_reason=self.stop_reason, environment=environment(),
-                     prompt_tokens=list(self.ctx.prompt_tokens) if self.ctx is not None else None)
+                     prompt_tokens=list(self.ctx.prompt_tokens) if self.ctx is not None else None,
+                     turn=dict(self.turn) if self.turn is not None else None)
 
 
 

@@ -21,7 +21,18 @@ from app.shared.experiment_results import this_machine
 from app.shared.model import cached_ceilings
 from app.shared.replay import model_config, recorded_on
 from app.shared.text import stop_sentence
-from app.views.live import export, figures, lesson, panels, presenter, sections, serving_sketch, shown, state
+from app.views.live import (
+    export,
+    figures,
+    follow_up,
+    lesson,
+    panels,
+    presenter,
+    sections,
+    serving_sketch,
+    shown,
+    state,
+)
 
 
 def render(loaded: Any) -> None:
@@ -62,6 +73,8 @@ def render_cache(run: Any, events: list, ctx: RunContext, values: dict[str, str]
     """How the KV cache affects latency: where its reads would overtake the weights', and the cache
     switched on and off; the grouped-query heads of one layer one click down."""
     sections.heading("cache")
+    if run is not None:
+        follow_up.render_result(run)
     panels.compare_panel(loaded, values)  # without the model: the recording, its button disabled
     with sections.how_we_know("the cache's price"):
         c1, c2 = st.columns([3, 2], gap="large")
@@ -119,6 +132,7 @@ def render_answer(run: Any) -> None:
     where = (f"Recorded on {recorded_on(run.trace_data)}" if run.replay
              else f"Run on this server, {this_machine()}")
     st.caption(f"{where} · cache: {run.settings.cache}")
+    follow_up.render_box(run)
     export.render(run, key_prefix="answer")
 
 

@@ -90,6 +90,7 @@ def controls_data(run_id: int | None, status: dict[str, str], events: list[Event
         data["prompt"] = [{"text": t, "special": s} for t, s in zip(ctx.prompt_tokens, ctx.prompt_special,
                                                                      strict=True)]
         data["frames"] = controls_frames(events, ctx, start)
+        data["kept"] = ctx.kept  # a follow-up's positions kept from the last turn (the strip folds them)
     return data
 
 

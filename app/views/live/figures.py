@@ -90,23 +90,32 @@ def _note(text: str, x: float, y: float, **extra: Any) -> dict[str, Any]:
     return note
 
 
+KEPT_WHO = "kept from the last turn (not recomputed)"
+
+
 def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     e = events[k]
     if not e.kv_norms or ctx.cache == "none":
         return {}
-    first, last = e.positions
+    first = e.positions[0]
     keys = e.kv_norms["key"]
-    cols = list(range(first, last))
+    cols = list(e.norm_positions)
     who = "prefill (one pass)" if e.phase == "prefill" else f"decode step {e.step}"
     z = [[_mean_heads(keys[layer], i) for i in range(len(cols))] for layer in range(len(keys))]
-    custom = [[[esc(_token_at(events, ctx, p)), who] for p in cols] for _ in keys]
+    custom = [[[esc(_token_at(events, ctx, p)), who if p >= first else KEPT_WHO] for p in cols] for _ in keys]
     patch: Patch = {"cols": {"0": {"x": cols, "z": z, "customdata": custom}},
                     "layout": {"title.text": _kv_title(e.kv_seq_len, e.kv_bytes, ctx)}}
-    p = ctx.prompt_len
-    notes = [_note(f"■ prefill: {p} positions written in ONE parallel forward pass", 0, 1.04,
-                   yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.PREFILL})]
-    shapes = [{"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": p - 0.5, "y0": 1.0, "y1": 1.03,
-               "fillcolor": pal.PREFILL, "line": {"width": 0}}]
+    p, kept = ctx.prompt_len, ctx.kept
+    notes, shapes = [], []
+    if kept:  # a follow-up: the last turn's positions, kept, drawn apart from the ones it prefilled
+        notes.append(_note(f"■ kept from the last turn: {kept} positions", 0, 1.04,
+                           yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KEPT}))
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": kept - 0.5, "y0": 1.0,
+                       "y1": 1.03, "fillcolor": pal.KEPT, "line": {"width": 0}})
+    notes.append(_note(f"■ prefill: {p - kept} {'new ' if kept else ''}positions written in ONE parallel forward pass",
+                       0, 1.04, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.PREFILL}))
+    shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": kept - 0.5, "x1": p - 0.5, "y0": 1.0,
+                   "y1": 1.03, "fillcolor": pal.PREFILL, "line": {"width": 0}})
     decoded = e.kv_seq_len - p
     if decoded > 0:
         notes.append(_note(f"■ decode: +1 column per step ({decoded} added)", 1, 1.04, yanchor="bottom",
@@ -455,7 +464,7 @@ def layer_detail_figure(events: list[Event], ctx: RunContext, layer: int, which:
         if not e.kv_norms:
             continue
         per_head = e.kv_norms[which][layer]
-        xs.extend(range(*e.positions))
+        xs.extend(e.norm_positions)
         for h in range(ctx.n_kv_heads):
             rows[h].extend(per_head[h])
     g = ctx.group_size

@@ -104,10 +104,11 @@ def kv_table(events: list[Event], ctx: RunContext) -> pd.DataFrame:
         if not e.kv_norms:
             continue
         who = "prefill" if e.phase == "prefill" else f"decode step {e.step}"
-        for i, pos in enumerate(range(*e.positions)):
+        for i, pos in enumerate(e.norm_positions):
+            by = who if pos >= e.positions[0] else "kept from the last turn"
             keys = [v for layer in e.kv_norms["key"] for v in (head[i] for head in layer)]
             values = [v for layer in e.kv_norms["value"] for v in (head[i] for head in layer)]
-            rows.append({"position": pos, "token": tokens[pos] if pos < len(tokens) else "", "written by": who,
+            rows.append({"position": pos, "token": tokens[pos] if pos < len(tokens) else "", "written by": by,
                          "mean key norm (measured)": statistics.fmean(keys),
                          "mean value norm (measured)": statistics.fmean(values),
                          "bytes, all layers": ctx.kv_bytes_per_token * ctx.batch})

@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def _rate_limited() -> str | None:
+def rate_limited() -> str | None:
     now = time.monotonic()
     starts = [t for t in st.session_state.get(state.RUN_STARTS, []) if now - t < 60]
     st.session_state[state.RUN_STARTS] = starts
@@ -75,7 +75,7 @@ def on_generate(loaded: Any) -> None:
     if isinstance(prepared, str):
         st.session_state[state.MESSAGE] = prepared
         return
-    limited = _rate_limited()
+    limited = rate_limited()
     if limited is not None:
         st.session_state[state.MESSAGE] = limited
         return

@@ -57,6 +57,8 @@ COMPARE_GO = "compare_go"
 BATCH_GO = "batch_go"
 LAYER = "detail_layer"
 KV_WHICH = "detail_which"
+FOLLOW_UP = "follow_up"  # the follow-up question's box
+FOLLOW_GO = "follow_go"
 
 
 def current_run():
@@ -68,6 +70,8 @@ def set_run(run) -> None:
     old = st.session_state.get(RUN)
     if old is not None and old is not run and old.active:
         old.stop()
+    if old is not None and old is not run and hasattr(old, "drop_cache"):
+        old.drop_cache()  # a follow-up already holds what it keeps; anything else is freed now
     st.session_state[RUN] = run
     st.session_state.pop(FINALIZED, None)
 

@@ -60,6 +60,7 @@ class ControlsView {
     if (fresh) {
       if (!data.prompt) { this.renderStatus(); return; } // it needs a send from step 0
       this.runId = data.run_id; this.frames = new Map(); this.applied = -1; this.prompt = data.prompt;
+      this.kept = data.kept || 0;
     }
     for (const f of data.frames || []) if (!this.frames.has(f.step)) this.frames.set(f.step, f);
     const p = player().offer(this.runId, data.frames, { replay: !!data.replay, pollS: data.poll_s || 0.5 });
@@ -82,9 +83,17 @@ class ControlsView {
   redrawAll() {
     if (!this.root || !this.prompt) return;
     const box = this.root.querySelector(".pd-prompt-toks");
-    box.replaceChildren(...this.prompt.map((t) => chip(t.text, t.special, "pd-prompt")));
-    this.root.querySelector(".pd-prompt-box .pd-box-label").textContent =
-      `Prompt after the chat template: ${this.prompt.length} tokens. Prefill reads them all in ONE forward pass.`;
+    const kept = Math.min(this.kept || 0, this.prompt.length);
+    // a follow-up: the conversation so far sits in the cache already; one mark stands for it
+    const summary = document.createElement("span");
+    summary.className = "pd-kept-summary";
+    summary.textContent = `${kept} tokens of the conversation so far, kept in the cache`;
+    box.dataset.kept = String(kept);
+    box.replaceChildren(...(kept ? [summary] : []),
+                        ...this.prompt.slice(kept).map((t) => chip(t.text, t.special, "pd-prompt")));
+    this.root.querySelector(".pd-prompt-box .pd-box-label").textContent = kept
+      ? `Conversation after the chat template: ${this.prompt.length} tokens. ${kept} are kept in the cache from the last turn; the prefill reads the other ${this.prompt.length - kept} in ONE forward pass.`
+      : `Prompt after the chat template: ${this.prompt.length} tokens. Prefill reads them all in ONE forward pass.`;
     this.root.querySelector(".pd-gen-toks").replaceChildren();
     this.root.querySelector(".pd-tiles").replaceChildren();
     const shown = this.applied;

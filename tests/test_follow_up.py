@@ -1,0 +1,95 @@
+"""The live page's follow-up: what a follow-up to a run keeps, what the cache section says about it,
+and a GenerationRun that continues the last run's cache (tiny model, no browser)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.shared import model as model_service
+from app.shared.context import Ceilings, build_context
+from app.shared.jobs import RunQueue
+from app.shared.runs import GenerationRun
+from app.views.live import figures, follow_up, settings
+from core import conversation as conv
+from core.runner import GenerationSettings, conversation_ids
+
+GEN = GenerationSettings(max_new_tokens=6, stop_on_eos=False)
+
+
+def _finished(run: GenerationRun, timeout: float = 60) -> GenerationRun:
+    run.join(timeout)
+    assert not run.active and run.status == "done", (run.status, run.error)
+    return run
+
+
+def _first(tiny_model, monkeypatch) -> GenerationRun:
+    monkeypatch.setattr(model_service, "_ceilings", Ceilings())
+    ids = conversation_ids(tiny_model, [{"role": "user", "content": "Hi there"}], True)
+    return _finished(GenerationRun(RunQueue(), tiny_model, "Hi there", ids, GEN).start())
+
+
+def test_a_follow_up_continues_the_last_runs_cache_and_times_the_turn_from_scratch(tiny_model, monkeypatch):
+    first = _first(tiny_model, monkeypatch)
+    assert first.kept is not None and first.kept.ids == (first.prompt_ids + [e.token_id for e in first.events])[:-1]
+    ids, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    assert turn["index"] == 1 and turn["messages"][-1] == {"role": "user", "content": "And then?"}
+    assert turn["messages"][1] == {"role": "assistant", "content": first.generated_text}
+    assert reuse is not None and reuse[1] == turn["reused_tokens"] == conv.common_prefix(first.kept.ids, ids)
+    second = _finished(GenerationRun(RunQueue(), tiny_model, "And then?", ids, GEN, turn=turn, reuse=reuse).start())
+    assert second.ctx.kept == turn["reused_tokens"] and second.events[0].positions == [turn["reused_tokens"], len(ids)]
+    assert second.turn["cold_ttft_ms"] > 0 and second.trace().turn["cold_ttft_ms"] == second.turn["cold_ttft_ms"]
+    values = follow_up.result_values(second)
+    assert follow_up.sentence(values) == (f"This follow-up paid for {turn['new_tokens']} new tokens, not {len(ids)}: "
+                                          f"its first token came after {values['ttft']} ms, against "
+                                          f"{values['scratch']} ms from scratch.")
+    fig = follow_up.figure(values)
+    assert list(fig.data[0].x) == [float(values["ttft"]), float(values["scratch"])]
+    # the grid: the kept positions drawn from the prefill's own norms, marked apart from the new ones
+    patch = figures.kv_patch(second.events, 0, second.ctx)
+    assert patch["cols"]["0"]["x"] == list(range(len(ids)))
+    who = {c[1] for c in patch["cols"]["0"]["customdata"][0][: turn["reused_tokens"]]}
+    assert who == {figures.KEPT_WHO}
+    notes = [n["text"] for n in patch["layout"]["annotations"]]
+    assert f"■ kept from the last turn: {turn['reused_tokens']} positions" in notes
+    assert any(f"prefill: {turn['new_tokens']} new positions" in n for n in notes)
+
+
+def test_a_follow_up_runs_cold_and_says_why(tiny_model, monkeypatch):
+    first = _first(tiny_model, monkeypatch)
+    batched = GenerationSettings(max_new_tokens=6, stop_on_eos=False, batch=2)
+    _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", batched)
+    assert reuse is None and turn["reused_tokens"] == 0 and turn["cold_reason"] == conv.COLD_BATCH
+    recorded = SimpleNamespace(replay=True, prompt="Hi there", generated_text="Hello", turn=None, events=[1])
+    _, turn, reuse = follow_up.prepare(tiny_model, recorded, "And then?", GEN)
+    assert reuse is None and turn["cold_reason"] == follow_up.COLD_RECORDING
+    cold = SimpleNamespace(turn={**turn, "cold_reason": conv.COLD_BATCH}, events=[SimpleNamespace(latency_ms=12.34)])
+    assert follow_up.sentence(follow_up.result_values(cold)).startswith(
+        f"This follow-up ran cold, {conv.COLD_BATCH}: it prefilled all")
+    assert follow_up.figure(follow_up.result_values(cold)) is None
+
+
+def test_bad_follow_ups_are_messages(tiny_model, monkeypatch):
+    first = _first(tiny_model, monkeypatch)
+    assert follow_up.prepare(tiny_model, first, "  ", GEN) == "Type a follow-up question first."
+    monkeypatch.setattr(settings, "MAX_PROMPT_TOKENS", 10)
+    message = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    assert isinstance(message, str) and "press Generate to start a new one" in message
+    monkeypatch.setattr(settings, "MAX_PROMPT_TOKENS", 10_000)
+    long = GenerationSettings(max_new_tokens=500, stop_on_eos=False)
+    message = follow_up.prepare(tiny_model, first, "And then?", long)
+    assert isinstance(message, str) and "window" in message
+
+
+def test_a_lone_question_has_no_follow_up_result(tiny_model, monkeypatch):
+    first = _first(tiny_model, monkeypatch)
+    assert follow_up.result_values(first) is None
+    ctx = build_context(tiny_model, first.prompt_ids, 6, 1, "dynamic")
+    assert ctx.kept == 0 and "kept" not in str(figures.kv_patch(first.events, 0, ctx)["layout"]["annotations"])
+
+
+def test_dropping_a_runs_cache_frees_it(tiny_model, monkeypatch):
+    first = _first(tiny_model, monkeypatch)
+    first.drop_cache()
+    assert first.kept is None
+    _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    assert reuse is None and turn["cold_reason"] == conv.COLD_NONE

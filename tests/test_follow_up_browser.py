@@ -1,0 +1,62 @@
+"""Two turns of one conversation through the page: the follow-up keeps the first turn's cache, the
+KV grid draws the kept positions apart from the new ones, and both times to first token are shown."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ARTIFACTS, live_state
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+# The run in the live view is over and fully drawn: every step shown and the grid caught up.
+SETTLED_JS = """(previous) => {
+  const c = document.querySelector('.pd-controls');
+  const kv = document.querySelector('.pd-chart[data-chart=kv]');
+  if (!c || !kv || c.dataset.runId === previous || c.dataset.status !== 'done') return false;
+  const available = Number(c.dataset.available || 0), shown = Number(c.dataset.shown || 0);
+  const toks = document.querySelector('.pd-prompt-toks');
+  const prompt = document.querySelectorAll('.pd-prompt-toks .pd-tok').length + Number((toks && toks.dataset.kept) || 0);
+  return available > 0 && shown === available && Number(kv.dataset.kvColumns || 0) === prompt + available - 1;
+}"""
+
+
+def _settled(page, previous: str | None) -> dict:
+    page.wait_for_function(SETTLED_JS, arg=previous, timeout=240_000)
+    return live_state(page)
+
+
+def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
+    page.goto(app_server)
+    page.get_by_label("Prompt").wait_for(timeout=240_000)
+    page.get_by_label("Prompt").fill("Explain in two sentences why the sky is blue.")
+    page.get_by_role("button", name="Generate").click()
+    first = _settled(page, None)
+    main = page.get_by_test_id("stMainBlockContainer")
+    main.get_by_role("textbox", name="Ask a follow-up").fill("And why is the sunset red?")
+    main.get_by_role("button", name="Ask", exact=True).click()
+    second = _settled(page, first["runId"])
+    assert second["exceptions"] == 0
+    # the conversation is re-sent whole: the prompt strip holds more tokens than the first question
+    assert second["prompt"] > first["prompt"] + first["available"] - 1
+    # the kept positions, drawn apart from the new ones, in the grid's own notes
+    notes = page.locator(".pd-chart[data-chart=kv] .pd-chart-note").all_inner_texts()
+    kept = next(int(m.group(1)) for n in notes if (m := re.search(r"kept from the last turn: (\d+) positions", n)))
+    new = next(int(m.group(1)) for n in notes if (m := re.search(r"prefill: (\d+) new positions", n)))
+    assert kept >= first["prompt"] + first["available"] - 2 and kept + new == second["prompt"]
+    strip = page.locator(".pd-prompt-toks")
+    assert strip.get_attribute("data-kept") == str(kept)  # the token strip folds the same kept positions
+    assert page.locator(".pd-prompt-toks .pd-tok").count() == new
+    # the cache section: one sentence with this turn's figures, and the two measured times drawn
+    said = main.get_by_text(re.compile(r"This follow-up paid for \d+ new tokens, not \d+")).inner_text()
+    assert f"paid for {new} new tokens, not {second['prompt']}" in said
+    ttft, scratch = (float(x) for x in re.search(r"after ([\d.]+) ms, against ([\d.]+) ms from scratch", said).groups())
+    figure = page.locator(".stPlotlyChart").filter(has_text="time to first token")
+    figure.first.wait_for(timeout=30_000)
+    bars = figure.first.inner_text()
+    assert f"{ttft:g} ms" in bars.replace(".0 ms", " ms") or f"{ttft} ms" in bars
+    assert scratch > 0 and ttft > 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "follow-up.png"), full_page=True)
