@@ -23,6 +23,13 @@ SETTLED_JS = """(previous) => {
 }"""
 
 
+def values_ms(ms: float) -> str:
+    """A time as the page prints it (three significant figures, app.views.live.shown.sig3)."""
+    from app.views.live.shown import sig3
+
+    return sig3(ms)
+
+
 def _settled(page, previous: str | None) -> dict:
     page.wait_for_function(SETTLED_JS, arg=previous, timeout=240_000)
     return live_state(page)
@@ -60,3 +67,17 @@ def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
     assert scratch > 0 and ttft > 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "follow-up.png"), full_page=True)
+    # the presenter tour carries the follow-up: its own step, with this turn's figures
+    page.get_by_text("Presenter mode").click()
+    tour = page.locator(".st-key-pd_tour")
+    tour.wait_for(timeout=30_000)
+    for _ in range(8):
+        if "A follow-up keeps the cache" in tour.inner_text():
+            break
+        tour.get_by_role("button", name="Next ▶").click()
+        page.wait_for_function("(n) => { const t = document.querySelector('.st-key-pd_tour');"
+                               " return t && !t.innerText.includes(n); }", arg=tour.inner_text().split("\n")[0])
+    text = tour.inner_text()
+    assert "A follow-up keeps the cache" in text
+    assert f"{kept} positions were not computed again" in text and f"only the {new} new tokens" in text
+    assert f"after {values_ms(ttft)} ms, against {values_ms(scratch)} ms" in text

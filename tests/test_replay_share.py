@@ -237,6 +237,8 @@ def test_tour_is_data_and_unknown_sections_are_skipped():
     from app.views.live import presenter
 
     ids = [s["id"] for s in presenter.tour_steps()]
-    assert ids == ["prefill", "decode", "bandwidth", "paper", "cache", "batching"]
+    assert ids == ["prefill", "decode", "bandwidth", "paper", "cache", "follow_up", "batching"]
     assert [s["id"] for s in presenter.steps_for(("live", "replay"))] == ["prefill", "decode", "bandwidth", "paper"]
-    assert [s["id"] for s in presenter.steps_for(("live", "compare", "batching"))] == ids
+    # the follow-up's step shows only while the run on screen is a follow-up that kept the cache
+    assert [s["id"] for s in presenter.steps_for(("live", "compare", "batching"))] == [i for i in ids if i != "follow_up"]
+    assert [s["id"] for s in presenter.steps_for(("live", "compare", "batching", "follow_up"))] == ids

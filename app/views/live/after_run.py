@@ -45,6 +45,8 @@ def render(loaded: Any) -> None:
             panels.compare_panel(loaded)
         elif loaded is not None and step is not None and step["section"] == "batching":
             panels.batching_panel(loaded)
+        elif step is not None and step["section"] == "follow_up" and run is not None:
+            follow_up.render_result(run)
         return
     ctx = run.ctx if run is not None and run.ctx is not None else None
     if ctx is None and loaded is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.views.live import lesson, link, state
+from app.views.live import follow_up, lesson, link, state
 
 TOUR_FILE = Path(__file__).resolve().parents[3] / "assets" / "lesson" / "tour.json"
 MODEL_SECTIONS = ("live", "replay", "compare", "batching")  # sections this page draws with the model
@@ -84,7 +84,10 @@ def active() -> bool:
 
 
 def _sections(model_ready: bool) -> tuple[str, ...]:
-    return MODEL_SECTIONS if model_ready else REPLAY_SECTIONS
+    base = MODEL_SECTIONS if model_ready else REPLAY_SECTIONS
+    # the follow-up's step only while the run on screen is a follow-up that kept the cache
+    values = follow_up.result_values(state.current_run())
+    return (*base, "follow_up") if values and "scratch" in values else base
 
 
 def _index(steps: list[dict[str, Any]]) -> int:
@@ -125,9 +128,11 @@ def render_tour(model_ready: bool) -> None:
         return
     i = _index(steps)
     step = steps[i]
-    st.session_state[state.PAGE] = step["section"]  # share_links turns "live" into "replay" for a recording
+    # share_links turns "live" into "replay" for a recording; a follow-up is not in a link: its step opens live
+    st.session_state[state.PAGE] = "live" if step["section"] == "follow_up" else step["section"]
     run = state.current_run()
     values = lesson.run_values(run.id, list(run.events), run.ctx) if run is not None and run.ctx is not None else {}
+    values = {**values, **{f"fu_{k}": v for k, v in (follow_up.result_values(run) or {}).items()}}
     text = lesson.fill(step["text"], values)
     with st.container(key="pd_tour"):
         st.markdown(f"### {step['title']}")
