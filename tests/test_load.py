@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 
 import psutil
@@ -162,6 +163,8 @@ def _rss_mb(proc: psutil.Process) -> float:
 # this test fails, with the page's errors in artifacts/load-errors.txt).
 @pytest.mark.load
 def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser):
+    """Eight readers press Generate at once, then each asks a follow-up at once: every session sees
+    its own run and keeps its own conversation's cache."""
     url, proc = server
     contexts = [browser.new_context(viewport={"width": 1280, "height": 1600}) for _ in WORDS]
     pages = [c.new_page() for c in contexts]
@@ -196,6 +199,35 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
             assert not any(other in text for other in WORDS if other != word)
             assert s["available"] > 0 and s["kvColumns"] == s["prompt"] + s["available"] - 1, \
                 (s, _page_report(pages[i]))
+        # then every session asks a follow-up at once: each keeps its own conversation's cache
+        first_ids = {i: states[i]["runId"] for i in states}
+        for word, page in zip(WORDS, pages, strict=True):
+            main = page.get_by_test_id("stMainBlockContainer")
+            main.get_by_role("textbox", name="Ask a follow-up").fill(f"Now use {word} in a question.")
+        for page in pages:
+            page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Ask", exact=True).click()
+        deadline = time.time() + 300
+        follow = {}
+        while time.time() < deadline and len(follow) < len(pages):
+            peak = max(peak, _rss_mb(proc))
+            for i, page in enumerate(pages):
+                s = live_state(page)
+                if i not in follow and s["runId"] != first_ids[i] and _settled(s):
+                    follow[i] = s
+            time.sleep(0.5)
+        if len(follow) < len(pages):
+            stuck = {i: _page_report(page) for i, page in enumerate(pages) if i not in follow}
+            (ARTIFACTS / "load-stuck.txt").write_text(f"{stuck}\n\n{_server_stacks(proc)}")
+            raise AssertionError(f"some follow-ups never finished: {stuck}; server stacks in artifacts/load-stuck.txt")
+        for i, word in enumerate(WORDS):
+            s, page = follow[i], pages[i]
+            assert s["status"] == "done" and s["exceptions"] == 0, (s, _page_report(page))
+            kept = int(page.locator(".pd-prompt-toks").get_attribute("data-kept") or 0)
+            assert kept >= states[i]["prompt"], (kept, states[i])  # its own first turn, kept
+            text = s["promptText"].replace(" ", "").replace("\n", "")
+            assert word in text and not any(other in text for other in WORDS if other != word), (word, text)
+            assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (s, _page_report(page))
+            assert page.get_by_text(re.compile(r"This follow-up paid for \d+ new tokens")).count() == 1
         _record("eight_sessions_peak_rss_mb", round(peak, 1))
         assert peak < 3000
     finally:
