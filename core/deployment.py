@@ -42,6 +42,9 @@ class Scenario:
     spec_alpha: float = 0.7  # probability the target accepts each draft token
     tp: int = 1  # tensor parallelism: devices one copy of the model is split over
     mla_form: str = "serving"  # latent attention as serving engines run it; "transformers" on this server
+    # the prompt's leading tokens already in the cache (a follow-up, a shared system prompt kept by the
+    # server): the prefill computes only the rest, and reads the cached part's keys and values once
+    cached_prefix: int = 0
 
     def resolved(self) -> Scenario:
         """The same settings with every dtype normalised and every default filled in."""
@@ -52,7 +55,12 @@ class Scenario:
             raise ValueError(f"compute dtype {compute} has no matmul peak; pick one of {', '.join(COMPUTE_DTYPES)}")
         return Scenario(self.batch, self.prompt_len, self.gen_len, w, kv, compute,
                         {**PRESET_ASSUMPTIONS, **self.assumptions}, self.spec_gamma, self.spec_alpha, self.tp,
-                        self.mla_form)
+                        self.mla_form, self.cached_prefix)
+
+    @property
+    def prefill_tokens(self) -> int:
+        """The prompt tokens the prefill computes: those not already cached."""
+        return self.prompt_len - self.cached_prefix
 
 
 def check(spec: ModelSpec, s: Scenario) -> None:
@@ -65,6 +73,10 @@ def check(spec: ModelSpec, s: Scenario) -> None:
     if isinstance(s.tp, bool) or not isinstance(s.tp, int) or not 1 <= s.tp <= min(MAX_TP, spec.n_heads):
         raise ValueError(f"tensor parallelism must be a whole number from 1 to {min(MAX_TP, spec.n_heads)} "
                          f"(this model has {spec.n_heads} attention heads to split), got {s.tp!r}")
+    if (isinstance(s.cached_prefix, bool) or not isinstance(s.cached_prefix, int)
+            or not 0 <= s.cached_prefix < s.prompt_len):
+        raise ValueError(f"cached prefix tokens must be a whole number from 0 to the prompt length less one "
+                         f"({s.prompt_len - 1:,}): at least one prompt token is computed, got {s.cached_prefix!r}")
     if s.prompt_len + s.gen_len - 1 > spec.max_positions:
         raise ValueError(f"prompt ({s.prompt_len:,}) + output ({s.gen_len:,}) tokens exceed {spec.name}'s context "
                          f"window of {spec.max_positions:,} tokens")

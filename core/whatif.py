@@ -158,6 +158,8 @@ class Answer:
     experts_per_token: int | None
     kv_bytes_per_token: int
     ttft_s: float
+    # with a cached prefix, the same prompt's TTFT with nothing cached (None when nothing is cached)
+    ttft_uncached_s: float | None
     tpot_s: float | None
     decode_s: float
     total_s: float
@@ -199,8 +201,10 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
     kw = cost_kwargs(s)
     est = estimate(spec, s.prompt_len, s.gen_len, s.batch, s.weight_dtype, s.kv_dtype, mla_form=s.mla_form)
     act_dt = est["dtypes"]["activations"]
-    prefill_cost = forward_cost(spec, s.prompt_len, 0, s.batch, **kw)
+    prefill_cost = forward_cost(spec, s.prefill_tokens, s.cached_prefix, s.batch, **kw)
     ttft, decode_s = _generation_s(spec, hardware, s, pred, est)
+    ttft_uncached = (_ttft_s(spec, hardware, s, pred, est["dtypes"]["activations"], 0) if s.cached_prefix
+                     else None)
     steps = s.gen_len - 1
     tpot = decode_s / steps if steps else None
     mid = forward_cost(spec, 1, s.prompt_len + max(0, steps - 1) // 2, s.batch, **kw)  # a typical step
@@ -219,7 +223,7 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         experts_read_per_layer=mid.experts_read, n_experts=spec.n_experts or None,
         experts_per_token=spec.experts_per_token or None,
         kv_bytes_per_token=est["kv_bytes_per_token"],
-        ttft_s=ttft, tpot_s=tpot, decode_s=decode_s, total_s=ttft + decode_s,
+        ttft_s=ttft, ttft_uncached_s=ttft_uncached, tpot_s=tpot, decode_s=decode_s, total_s=ttft + decode_s,
         tokens_per_s_per_sequence=1.0 / tpot if tpot else None,
         tokens_per_s_total=s.batch / tpot if tpot else None,
         tp=s.tp,
@@ -227,7 +231,7 @@ def answer(spec: ModelSpec, hardware: HardwareSpec, scenario: Scenario,
         kv_split="latent" if spec.is_mla and s.tp > 1 else "split" if s.tp <= spec.n_kv_heads else "heads",
         n_kv_heads=spec.n_kv_heads,
         prefill=_operating_point(pred, pre_dev, "prefill",
-                                 allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)),
+                                 allreduce_s(spec, hardware, s.tp, s.batch * s.prefill_tokens, act_dt)),
         decode_step=_operating_point(pred, mid_dev, "decode", allreduce_s(spec, hardware, s.tp, s.batch, act_dt)),
         floors=Floors(prefill_s=pre_dev["flops"]["total"] / hardware.peak(s.compute_dtype),
                       decode_step_s=(mid_dev["bytes"]["weights"] + mid_dev["bytes"]["kv_read"]
@@ -290,13 +294,21 @@ def _operating_point(pred: Predictor, cost: dict[str, Any], phase: str, allreduc
                           n_new=cost["n_new"], n_cached=cost["n_cached"])
 
 
+def _ttft_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Predictor, act_dt: str,
+            cached: int) -> float:
+    """The prefill of the prompt's last prompt_len - `cached` tokens over `cached` ones already in the
+    cache, on tp devices, with its all-reduces."""
+    new = s.prompt_len - cached
+    prefill = per_device(forward_cost(spec, new, cached, s.batch, **cost_kwargs(s)).to_dict(), spec, s.tp)
+    return pred.predict_s(prefill, "prefill") + allreduce_s(spec, hardware, s.tp, s.batch * new, act_dt)
+
+
 def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Predictor,
                   est: dict[str, Any]) -> tuple[float, float]:
     """(TTFT, all decode steps) in seconds on tp devices: each device's share of the cost, plus
     the all-reduces of every forward."""
     act_dt = est["dtypes"]["activations"]
-    prefill = per_device(forward_cost(spec, s.prompt_len, 0, s.batch, **cost_kwargs(s)).to_dict(), spec, s.tp)
-    ttft = pred.predict_s(prefill, "prefill") + allreduce_s(spec, hardware, s.tp, s.batch * s.prompt_len, act_dt)
+    ttft = _ttft_s(spec, hardware, s, pred, act_dt, s.cached_prefix)
     decode = est["decode"]
     summed = per_device({"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]},
                          "n_new": 1}, spec, s.tp)

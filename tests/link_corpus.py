@@ -38,6 +38,8 @@ LINKS: list[tuple[str, dict[str, str]]] = [
     ("whatif", {"model": "llama-3.1-70b", "hw": "a100-80gb", "w": "fp8", "kv": "fp8", "batch": "16",
                 "prompt": "4096", "gen": "512", "tp": "4"}),
     ("whatif", {"model": "llama-3.1-8b", "draft": "llama-3.2-1b", "gamma": "5", "alpha": "0.6"}),
+    ("whatif", {"prompt": "4096", "cached": "3072"}),
+    ("whatif", {"prompt": "100", "cached": "100"}),  # as long as the prompt: a message, the page still opens
     ("whatif", {"hw": "custom", "cmem": "48", "cbw": "900", "cbf16": "300"}),
     ("whatif", {"hw": "host", "w": "fp32"}),
     ("whatif", {"model": "nonsense", "batch": "-3", "tp": "999", "w": "int3"}),

@@ -324,3 +324,40 @@ def test_the_answer_is_frozen_dataclasses_of_numbers_and_names_the_page_words():
         assert ans.kv_split in whatif.KV_SPLIT
         seen = _string_fields(ans, ())
         assert set(seen) <= names and "kv_split" in seen
+
+
+def test_a_cached_prefix_prices_only_the_uncached_part_and_reads_the_rest_once():
+    """A prompt with part of it cached (issue: a follow-up that reuses the cache): the prefill computes
+    only the uncached tokens over the cached ones, which it reads once; decode and memory are those of
+    the whole prompt; the answer carries the TTFT with nothing cached to set beside it."""
+    spec, hw = load_model_preset("llama-3.1-8b"), load_hardware("h100-sxm")
+    whole = whatif.answer(spec, hw, whatif.Scenario(prompt_len=4096))
+    kept = whatif.answer(spec, hw, whatif.Scenario(prompt_len=4096, cached_prefix=3072))
+    assert whole.ttft_uncached_s is None and kept.ttft_uncached_s == pytest.approx(whole.ttft_s)
+    assert kept.ttft_s < whole.ttft_s / 2  # a quarter of the tokens to compute
+    assert (kept.prefill.n_new, kept.prefill.n_cached) == (1024, 3072)
+    cost = forward_cost(spec, 1024, 3072, 1, weight_dtype="bf16", kv_dtype="bf16")
+    assert cost.bytes["kv_read"] >= 3072 * kept.kv_bytes_per_token  # the cached part's keys and values, read
+    assert kept.tpot_s == pytest.approx(whole.tpot_s) and kept.memory.total == whole.memory.total
+    for bad in (4096, 5000, -1):
+        with pytest.raises(ValueError, match="cached prefix tokens"):
+            whatif.answer(spec, hw, whatif.Scenario(prompt_len=4096, cached_prefix=bad))
+    from app.views.whatif import text
+
+    said = text.summary(kept)
+    assert "the last 1,024 of 4,096 prompt tokens (the first 3,072 are cached" in said
+    assert f"with nothing cached the same prompt's prefill would take **{text.ms(whole.ttft_s)}**" in said
+    settings, notices = link.parse({"cached": ["3072"], "prompt": ["4096"]})
+    assert settings["cached"] == 3072 and not notices
+    assert whatif_settings.scenario(settings).cached_prefix == 3072
+    assert link.parse({"cached": ["-5"]})[0]["cached"] == 0 and link.parse({"cached": ["-5"]})[1]
+
+
+def test_a_cached_prefix_as_long_as_the_prompt_is_a_message_on_the_page():
+    from tests.apptest import open_view
+
+    at = open_view("whatif", query={"prompt": "100", "cached": "100"})
+    assert not at.exception
+    assert any("cached prefix tokens must be a whole number from 0 to the prompt length less one (99)" in e.value
+               for e in at.error)
+    assert at.number_input(key="wi_cached_prefix").value == 100  # the reader's value is kept to edit

@@ -34,7 +34,7 @@ CUSTOM_FIGURES: dict[str, tuple[str, float, float, float]] = {
 }
 PEAK_KEYS = {"cfp32": "fp32", "cbf16": "bf16", "cfp16": "fp16", "cfp8": "fp8", "cint8": "int8"}
 DEFAULTS: dict[str, Any] = {"model": "llama-3.1-8b", "hw": "h100-sxm", "w": "bf16", "kv": "bf16",
-                            "batch": 1, "prompt": 1024, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6,
+                            "batch": 1, "prompt": 1024, "cached": 0, "gen": 256, "bw_eff": 0.8, "c_eff": 0.6,
                             "draft": "", "gamma": 4, "alpha": 0.7, "tp": 1, "c": "bf16",
                             **{key: default for key, (_, default, _, _) in CUSTOM_FIGURES.items()}}
 DTYPE_KEYS = ("w", "kv")
@@ -64,6 +64,7 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "kv": lambda t: t if t in DTYPES else None,
         "batch": lambda t: whole(t, 1, MAX_BATCH),
         "prompt": lambda t: whole(t, 1, MAX_TOKENS),
+        "cached": lambda t: whole(t, 0, MAX_TOKENS),
         "gen": lambda t: whole(t, 1, MAX_TOKENS),
         "bw_eff": lambda t: number(t, 0.05, 1.0),
         "c_eff": lambda t: number(t, 0.05, 1.0),

@@ -24,7 +24,7 @@ from core.whatif import COMPUTE_DTYPES
 MAX_CONFIG_BYTES = 256_000
 UPLOADED_PREFIX = "uploaded: "
 WIDGETS = {"model": state.WI_MODEL, "hw": state.WI_HW, "w": state.WI_WDTYPE, "kv": state.WI_KVDTYPE,
-           "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "gen": state.WI_GEN,
+           "batch": state.WI_BATCH, "prompt": state.WI_PROMPT, "cached": state.WI_CACHED, "gen": state.WI_GEN,
            "bw_eff": state.WI_BW_EFF, "c_eff": state.WI_C_EFF, "draft": state.WI_DRAFT,
            "gamma": state.WI_GAMMA, "alpha": state.WI_ALPHA, "tp": state.WI_TP, "c": state.WI_CDTYPE,
            **{key: state.WI_CUSTOM_HW + key for key in link.CUSTOM_FIGURES}}
@@ -146,6 +146,10 @@ def render() -> dict[str, Any]:
     with c3:
         st.number_input("Batch (sequences decoded together)", 1, link.MAX_BATCH, step=1, key=state.WI_BATCH)
         st.number_input("Prompt tokens", 1, link.MAX_TOKENS, step=128, key=state.WI_PROMPT)
+        st.number_input("Cached prefix tokens", 0, link.MAX_TOKENS, step=128, key=state.WI_CACHED,
+                        help="The prompt's leading tokens already in the cache (a follow-up's earlier turns, a "
+                             "shared system prompt the server kept): the prefill computes only the rest and reads "
+                             "the cached part's keys and values once. At most the prompt length less one.")
         st.number_input("Output tokens", 1, link.MAX_TOKENS, step=64, key=state.WI_GEN)
         st.number_input("Devices (tensor parallelism)", 1, link.MAX_TP, step=1, key=state.WI_TP,
                         help="One copy of the model split over this many GPUs of the same kind, linked by the "
@@ -202,4 +206,4 @@ def scenario(settings: dict[str, Any]) -> whatif.Scenario:
                            assumptions={"bandwidth_efficiency": float(settings["bw_eff"]),
                                         "compute_efficiency": float(settings["c_eff"])},
                            spec_gamma=int(settings.get("gamma", 4)), spec_alpha=float(settings.get("alpha", 0.7)),
-                           tp=int(settings.get("tp", 1)))
+                           tp=int(settings.get("tp", 1)), cached_prefix=int(settings.get("cached", 0)))

@@ -14,6 +14,7 @@ WI_WDTYPE = "wi_weight_dtype"
 WI_KVDTYPE = "wi_kv_dtype"
 WI_BATCH = "wi_batch"
 WI_PROMPT = "wi_prompt_len"
+WI_CACHED = "wi_cached_prefix"  # prompt tokens already in the cache
 WI_GEN = "wi_gen_len"
 WI_BW_EFF = "wi_bandwidth_efficiency"
 WI_C_EFF = "wi_compute_efficiency"

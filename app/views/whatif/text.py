@@ -29,6 +29,14 @@ def batching_label(m) -> str:
     return f"batching panel, measured on this server at {m.measured_at:%H:%M}"
 
 
+def _prefill_what(s) -> str:
+    """The prefill's tokens in words: the whole prompt, or the part a cached prefix leaves."""
+    if not s.cached_prefix:
+        return f"{s.prompt_len:,} tokens"
+    return (f"the last {s.prefill_tokens:,} of {s.prompt_len:,} prompt tokens (the first {s.cached_prefix:,} are "
+            "cached: their keys and values are read once, not computed)")
+
+
 def summary(ans: whatif.Answer) -> str:
     """The answer in words, every number taken from `ans`."""
     st_ = ans.settings
@@ -43,10 +51,12 @@ def summary(ans: whatif.Answer) -> str:
     lines = [
         f"**{ans.model}** ({ans.params / 1e9:,.2f} billion parameters) on **{ans.hardware_label}**, "
         f"weights in {st_.weight_dtype}, KV cache in {st_.kv_dtype}:",
-        f"**Prefill** of {st_.prompt_len:,} tokens × batch {st_.batch}: {pre.intensity:,.0f} FLOPs per byte "
+        f"**Prefill** of {_prefill_what(st_)} × batch {st_.batch}: {pre.intensity:,.0f} FLOPs per byte "
         f"moved (counted), {pre_side} {where}'s ridge of {ridge:,.0f} ({ceilings}), so it is "
         f"{'compute' if pre_side == 'above' else 'bandwidth'}-bound: **{ms(pre.time_s)}** predicted, against "
-        f"{ms(floors.prefill_s)} if every FLOP ran at {source} peak.",
+        f"{ms(floors.prefill_s)} if every FLOP ran at {source} peak"
+        + (f"; with nothing cached the same prompt's prefill would take **{ms(ans.ttft_uncached_s)}**."
+           if ans.ttft_uncached_s else "."),
         f"**Decode**: a typical step ({dec.n_cached:,} tokens in the cache) does {dec.intensity:.2f} FLOPs per "
         f"byte, {dec_side} the ridge: **{ms(dec.time_s)}** predicted, against {ms(floors.decode_step_s)} "
         f"for its weight and cache bytes at {source} bandwidth.",

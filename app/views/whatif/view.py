@@ -81,7 +81,11 @@ def _this_server(spec, hardware, s: whatif.Scenario) -> None:
 def _tiles(ans: whatif.Answer) -> None:
     m = ans.memory
     cols = st.columns(5)
-    cols[0].metric("Time to first token", text.ms(ans.ttft_s), help="predicted: the prefill of the whole prompt")
+    cached = ans.settings.cached_prefix
+    cols[0].metric("Time to first token", text.ms(ans.ttft_s),
+                   help=(f"predicted: the prefill of the prompt's uncached part over its {cached:,} cached tokens "
+                         f"({text.ms(ans.ttft_uncached_s)} with nothing cached)"
+                         if cached else "predicted: the prefill of the whole prompt"))
     cols[1].metric("Time per output token", text.ms(ans.tpot_s),
                    help="predicted: the mean decode step, priced step by step as the cache grows")
     rate = ans.tokens_per_s_total
