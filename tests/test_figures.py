@@ -136,7 +136,7 @@ def test_tiles_say_measured_or_calibrated(run_data):
         assert shown[2]["value"] == f"{1000 / tpot * batch:.1f} tok/s"
     # the KV tile says how many positions the last step read, as the traffic chart's last bar counts them
     last = events[-1]
-    read = int(re.search(r"the last step read (\d+) of them and wrote 1", tiles[3]["note"]).group(1))
+    read = int(re.search(r"the last step read (\d+), wrote 1", tiles[3]["note"]).group(1))
     assert read == last.kv_seq_len - 1
     assert last.cost["bytes"]["kv_read"] == pytest.approx(read * last.cost["bytes"]["kv_write"])
 

@@ -93,3 +93,9 @@ def test_dropping_a_runs_cache_frees_it(tiny_model, monkeypatch):
     assert first.kept is None
     _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
     assert reuse is None and turn["cold_reason"] == conv.COLD_NONE
+
+
+def test_the_figure_title_reads_the_two_times():
+    assert follow_up.title(40.0, 100.0) == "The kept cache cut this first token's wait to 40% of a fresh prefill's"
+    assert follow_up.title(99.0, 100.0).startswith("This time the kept cache was no faster")
+    assert follow_up.title(110.0, 100.0).startswith("This time the kept cache was no faster")

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
+from app.devtools.words import scroll_through, visible_words
 from tests.conftest import ARTIFACTS, live_state
+from tests.test_reading_path_browser import READING_PATH_MAX_WORDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -63,20 +65,32 @@ def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
     figure = page.locator(".stPlotlyChart").filter(has_text="time to first token")
     figure.first.wait_for(timeout=30_000)
     bars = figure.first.inner_text()
+    figure.first.screenshot(path=str(ARTIFACTS / "follow-up-ttft.png"))
     assert f"{ttft:g} ms" in bars.replace(".0 ms", " ms") or f"{ttft} ms" in bars
     assert scratch > 0 and ttft > 0
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "follow-up.png"), full_page=True)
+    # the reading path still fits after a follow-up: one sentence and one figure more, the kept tokens folded
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.locator(".st-key-pd_answer_serving").wait_for(timeout=60_000)  # the sections drawn after the run
+    page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=120_000)
+    scroll_through(page)
+    words = visible_words(page)
+    (ARTIFACTS / "follow-up-words.txt").write_text(f"{words}\n\n" + page.evaluate(
+        "() => (document.querySelector('[data-testid=stMain]') || document.body).innerText"))
+    assert words <= READING_PATH_MAX_WORDS, words
     # the presenter tour carries the follow-up: its own step, with this turn's figures
     page.get_by_text("Presenter mode").click()
     tour = page.locator(".st-key-pd_tour")
     tour.wait_for(timeout=30_000)
     for _ in range(8):
-        if "A follow-up keeps the cache" in tour.inner_text():
+        before = tour.inner_text()
+        if "A follow-up keeps the cache" in before:
             break
         tour.get_by_role("button", name="Next ▶").click()
+        # the step's title read before the click: the page has moved on once it is gone
         page.wait_for_function("(n) => { const t = document.querySelector('.st-key-pd_tour');"
-                               " return t && !t.innerText.includes(n); }", arg=tour.inner_text().split("\n")[0])
+                               " return t && !t.innerText.includes(n); }", arg=before.split("\n")[0])
     text = tour.inner_text()
     assert "A follow-up keeps the cache" in text
     assert f"{kept} positions were not computed again" in text and f"only the {new} new tokens" in text

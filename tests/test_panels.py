@@ -135,7 +135,7 @@ def test_a_fresh_page_shows_recorded_results_before_any_press():
         m = experiment_results.load_bundled(kind)
         assert m is not None
         assert experiment_results.label(m) in captions
-    assert captions.count("Recorded on ") == 2 and "a recording bundled with the app" in captions
+    assert captions.count("Recorded on ") == 2 and "bundled with the app, not your run" in captions
     assert "Prompt of this recording: “Explain in two sentences why the sky is blue.”" in captions
     assert "It is also the prompt in the box now." in captions  # the page's default prompt
     titles = [s["layout"]["title"]["text"] for s in _specs(at)]

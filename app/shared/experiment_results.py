@@ -288,8 +288,8 @@ def label(m: Measurement, now: dt.datetime | None = None, can_measure: bool = Tr
     now = now or dt.datetime.now(dt.UTC)
     if m.source == "bundled":
         then = "" if can_measure else " (the button measures this server once the model is ready)"
-        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y}: a recording bundled with "
-                f"the app, not your run{then}")
+        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y}: bundled with the app, "
+                f"not your run{then}")
     if m.source == "server":
         return (f"Measured on this server at {_clock(m.measured_at, now)} by a reader's earlier run; press the "
                 "button to measure again")

@@ -47,6 +47,6 @@ def render(run: Any, key_prefix: str = "export") -> None:
     c2.download_button("Per-step table (CSV)", functools.partial(file_text, trace, "csv"),
                        file_name=trace_filename(trace, "csv"), mime="text/csv",
                        key=f"{key_prefix}_dl_csv", on_click="ignore", icon=":material/table:",
-                       help="One row per forward pass; column names say measured, predicted or computed.")
-    c3.caption("Chart images: each chart's camera icon.")
+                       help="One row per forward pass; column names say measured, predicted or computed. "
+                            "Chart images: each chart's camera icon.")
 

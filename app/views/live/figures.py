@@ -112,7 +112,7 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
                            yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.KEPT}))
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": kept - 0.5, "y0": 1.0,
                        "y1": 1.03, "fillcolor": pal.KEPT, "line": {"width": 0}})
-    notes.append(_note(f"■ prefill: {p - kept} {'new ' if kept else ''}positions written in ONE parallel forward pass",
+    notes.append(_note(f"■ prefill: {p - kept} {'new ' if kept else ''}positions in ONE parallel forward pass",
                        0, 1.04, yanchor="bottom", xanchor="left", font={"size": 12, "color": pal.PREFILL}))
     shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": kept - 0.5, "x1": p - 0.5, "y0": 1.0,
                    "y1": 1.03, "fillcolor": pal.PREFILL, "line": {"width": 0}})
@@ -214,8 +214,8 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
         errors = "no prediction for this run"
     else:
         fast = sum(1 for x in decode_errors if x < 0)
-        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median over steps; {fast} of "
-                f"{len(decode_errors)} predicted too fast)" if decode_errors else "decode from the first decode step")
+        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median; {fast} of "
+                f"{len(decode_errors)} steps too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("The first token waits for the whole prefill; each later token, one short decode step"
             f"<br><sub>prediction error: {errors}</sub>")
@@ -403,7 +403,7 @@ BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
 
 
 # The step-budget chart's finding, read from the run so far (readings.beats_paper).
-_BUDGET_SUB = "<br><sub>each bar: the prediction split into its parts; diamonds: measured</sub>"
+_BUDGET_SUB = "<br><sub>bars: the prediction's parts; diamonds: measured</sub>"
 BUDGET_TITLES = {
     "slower": "A decode step takes longer than bytes ÷ bandwidth: fixed costs add up" + _BUDGET_SUB,
     "faster": "These decode steps beat bytes ÷ the calibrated bandwidth: that benchmark understates this "

@@ -116,8 +116,8 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     if events:
         # the tokens the prefill ran: the whole prompt, or a follow-up's part the cache did not hold
         v["prompt_tokens"] = str(events[0].n_new if events[0].phase == "prefill" else ctx.prompt_len)
-        v["prefill_what"] = (f"the conversation's {v['prompt_tokens']} new tokens ({ctx.kept} more were kept in "
-                             "the cache)" if ctx.kept else f"all {v['prompt_tokens']} prompt tokens")
+        v["prefill_what"] = (f"the {v['prompt_tokens']} new tokens ({ctx.kept} were cached)" if ctx.kept
+                             else f"all {v['prompt_tokens']} prompt tokens")
     if ctx.weight_bytes:
         v["weights_mb"] = f"{ctx.weight_bytes / 1e6:.0f}"
         v["crossover_b1"] = f"{perf.crossover_tokens(ctx.weight_bytes, ctx.kv_bytes_per_token, 1):,.0f}"

@@ -144,8 +144,7 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
             job = CompareJob(get_queue(), loaded, prompt_ids, n).start()
             state.set_job(state.COMPARE, job)
             st.rerun()  # a full run re-creates this fragment with its poll timer
-        st.caption(why or f"Runs the prompt in the box ({len(prompt_ids)} tokens): about {max(5, round(n * 0.3))} s "
-                          "on the recording's machine.")
+        st.caption(why or f"About {max(5, round(n * 0.3))} s, on the prompt in the box ({len(prompt_ids)} tokens).")
     shown = None
     with left:
         if job is not None:
@@ -207,7 +206,7 @@ def _batching_body(loaded: Any) -> None:
     left, right = st.columns([3, 2], gap="large")
     answer_slot = right.empty()
     with right:
-        if st.button("Measure batch sizes " + ", ".join(map(str, BATCH_SIZES)), key=state.BATCH_GO,
+        if st.button(f"Measure batch sizes {BATCH_SIZES[0]} to {BATCH_SIZES[-1]}", key=state.BATCH_GO,
                      disabled=loaded is None or (job is not None and job.active)):
             job = BatchJob(get_queue(), loaded).start()
             state.set_job(state.BATCHING, job)

@@ -185,7 +185,7 @@ def figure(events: list[Event], ctx: RunContext, fitted: tuple[StepTime, tuple] 
                         marker={"symbol": "star", "size": 13, "color": pal.PREFILL}, showlegend=False,
                         hovertemplate="its first token at %{x:.2f} s<extra></extra>")
         fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], row=r, col=1)
-    fig.update_xaxes(title_text="seconds (estimated from this run's times)",
+    fig.update_xaxes(title_text="seconds (estimated)",
                      row=2, col=1)
     fig.update_layout(**pal.base_layout("A long prefill served whole stalls every stream; served in chunks it "
                                         "only slows them", height=460))

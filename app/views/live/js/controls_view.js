@@ -87,12 +87,12 @@ class ControlsView {
     // a follow-up: the conversation so far sits in the cache already; one mark stands for it
     const summary = document.createElement("span");
     summary.className = "pd-kept-summary";
-    summary.textContent = `${kept} tokens of the conversation so far, kept in the cache`;
+    summary.textContent = `${kept} kept in the cache`;
     box.dataset.kept = String(kept);
     box.replaceChildren(...(kept ? [summary] : []),
                         ...this.prompt.slice(kept).map((t) => chip(t.text, t.special, "pd-prompt")));
     this.root.querySelector(".pd-prompt-box .pd-box-label").textContent = kept
-      ? `Conversation after the chat template: ${this.prompt.length} tokens. ${kept} are kept in the cache from the last turn; the prefill reads the other ${this.prompt.length - kept} in ONE forward pass.`
+      ? `Conversation after the chat template: ${this.prompt.length} tokens; the prefill reads only the ${this.prompt.length - kept} the cache lacks, in ONE forward pass.`
       : `Prompt after the chat template: ${this.prompt.length} tokens. Prefill reads them all in ONE forward pass.`;
     this.root.querySelector(".pd-gen-toks").replaceChildren();
     this.root.querySelector(".pd-tiles").replaceChildren();
@@ -127,7 +127,7 @@ class ControlsView {
     this.root.querySelector(".pd-gen-label").textContent = this.applied < 0
       ? "Generated tokens appear here one decode step at a time."
       : `Generated: ${this.applied + 1} tokens, 1 from the prefill, then 1 per decode step `
-        + "(outlined: the newest, not in the cache until the next step).";
+        + "(outlined: the newest, not yet in the cache).";
     this.renderStatus();
   }
 
@@ -157,7 +157,7 @@ class ControlsView {
     if (this.runId !== null && p.available >= 0) {
       const lag = p.available - Math.max(this.applied, -1);
       const pace = { live: "real time", slow: `slow motion (${SLOW_FACTOR}× slower than measured)`, paused: "paused" }[p.mode];
-      text += ` · display: ${pace}, showing ${this.applied + 1} of ${p.available + 1} tokens received`;
+      text += ` · display: ${pace}, ${this.applied + 1} of ${p.available + 1} shown`;
       if (lag > 0 && p.mode !== "live" && !p.replay) text += " (the model does not wait for the display)";
     }
     this.root.querySelector(".pd-status").textContent = text;
