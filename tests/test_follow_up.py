@@ -99,3 +99,23 @@ def test_the_figure_title_reads_the_two_times():
     assert follow_up.title(40.0, 100.0) == "The kept cache cut this first token's wait to 40% of a fresh prefill's"
     assert follow_up.title(99.0, 100.0).startswith("This time the kept cache was no faster")
     assert follow_up.title(110.0, 100.0).startswith("This time the kept cache was no faster")
+
+
+def test_a_saved_follow_up_replays_with_its_kept_positions(tiny_model, monkeypatch):
+    """The trace of a follow-up (version 2) replays as it ran: the grid's kept positions, the
+    sentence and both times come back from the file."""
+    from app.shared.replay import ReplayRun, context_from_trace
+    from core.trace import Trace
+
+    first = _first(tiny_model, monkeypatch)
+    ids, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    second = _finished(GenerationRun(RunQueue(), tiny_model, "And then?", ids, GEN, turn=turn, reuse=reuse).start())
+    trace = Trace.from_json(second.trace().to_json())
+    replay = ReplayRun(trace, context_from_trace(trace), "a file")
+    assert replay.ctx.kept == turn["reused_tokens"] and replay.kept is None
+    assert follow_up.result_values(replay) == follow_up.result_values(second)
+    notes = [n["text"] for n in figures.kv_patch(replay.events, 0, replay.ctx)["layout"]["annotations"]]
+    assert f"■ kept from the last turn: {turn['reused_tokens']} positions" in notes
+    # a follow-up to a recording runs cold: the recording holds no cache on this server
+    _, again, reuse = follow_up.prepare(tiny_model, replay, "More?", GEN)
+    assert reuse is None and again["cold_reason"] == follow_up.COLD_RECORDING and again["index"] == 2
