@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from core.runner import GenerationSettings, generate_trace
+from core.trace import TRACE_VERSION
 
 pytestmark = pytest.mark.model
 
@@ -40,7 +41,7 @@ def test_cli_generate_json_offline():
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
     trace = json.loads(lines[0])
-    assert trace["version"] == 1
+    assert trace["version"] == TRACE_VERSION == 2
     assert trace["model"]["weights_source"] == "gguf-q4_1-dequantised"
     assert trace["model"]["dtype"] == "float32"
     events = trace["events"]
