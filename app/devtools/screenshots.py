@@ -1,6 +1,6 @@
 """Full-page screenshots and text of the live page after one run: what a reader check is given.
 
-    python -m app.devtools.screenshots --out artifacts/reader [--prompt "..."]
+    python -m app.devtools.screenshots --out artifacts/reader [--prompt "..."] [--follow-up "..."]
 
 Starts its own Streamlit server, generates once with the default prompt (or the one given) and the
 default token cap, waits
@@ -23,8 +23,16 @@ ROOT = Path(__file__).resolve().parents[2]
 TILE_PX = 1800
 
 
-def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
-    """Run once in Chromium and write page.txt and page-NN.png tiles under `out`."""
+def _wait_done(page, previous: str | None) -> None:
+    """Until the live view shows a finished run other than `previous`, every step drawn."""
+    page.wait_for_function("""(prev) => {const c = document.querySelector('.pd-controls');
+                               return c && c.dataset.runId !== prev && c.dataset.status === 'done'
+                                   && c.dataset.shown === c.dataset.available;}""", arg=previous, timeout=300_000)
+
+
+def capture(out: Path, prompt: str | None, width: int = 1440, follow_up: str | None = None) -> list[Path]:
+    """Run once in Chromium (and ask `follow_up`, if given) and write page.txt and page-NN.png
+    tiles under `out`."""
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
@@ -47,9 +55,14 @@ def capture(out: Path, prompt: str | None, width: int = 1440) -> list[Path]:
             # beside that drawing (seen here: 197 ms against 144-170 ms when pressed later)
             page.wait_for_timeout(5000)
             page.get_by_role("button", name="Generate").click()
-            page.wait_for_function("""() => {const c = document.querySelector('.pd-controls');
-                                       return c && c.dataset.status === 'done'
-                                           && c.dataset.shown === c.dataset.available;}""", timeout=300_000)
+            _wait_done(page, None)
+            if follow_up:  # a second turn of the same conversation, the first turn's cache kept
+                first = page.evaluate("() => document.querySelector('.pd-controls').dataset.runId")
+                main = page.get_by_test_id("stMainBlockContainer")
+                main.get_by_role("textbox", name="Ask a follow-up").fill(follow_up)
+                main.get_by_role("button", name="Ask", exact=True).click()
+                _wait_done(page, first)
+                page.locator(".st-key-pd_answer_serving").wait_for(timeout=120_000)
             # The after-run sections are drawn once the run's summary reaches the script.
             page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 4",
                                    timeout=120_000)
@@ -103,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "reader")
     parser.add_argument("--prompt", default=None)
+    parser.add_argument("--follow-up", default=None, help="ask this follow-up after the first answer")
     args = parser.parse_args(argv)
-    tiles = capture(args.out, args.prompt)
+    tiles = capture(args.out, args.prompt, follow_up=args.follow_up)
     print(f"{len(tiles)} tiles and page.txt in {args.out}")
     return 0
 
