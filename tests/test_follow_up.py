@@ -9,7 +9,7 @@ from app.shared import model as model_service
 from app.shared.context import Ceilings, build_context
 from app.shared.jobs import RunQueue
 from app.shared.runs import GenerationRun
-from app.views.live import figures, follow_up, settings
+from app.views.live import figures, follow_up, lesson, settings
 from core import conversation as conv
 from core.runner import GenerationSettings, conversation_ids
 
@@ -42,6 +42,8 @@ def test_a_follow_up_continues_the_last_runs_cache_and_times_the_turn_from_scrat
     assert follow_up.sentence(values) == (f"This follow-up paid for {turn['new_tokens']} new tokens, not {len(ids)}: "
                                           f"its first token came after {values['ttft']} ms, against "
                                           f"{values['scratch']} ms from scratch.")
+    details = lesson.text("follow_up", values)
+    assert "—" not in details and f"only the other {turn['new_tokens']}" in details  # every slot filled
     fig = follow_up.figure(values)
     assert list(fig.data[0].x) == [float(values["ttft"]), float(values["scratch"])]
     # the grid: the kept positions drawn from the prefill's own norms, marked apart from the new ones

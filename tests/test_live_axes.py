@@ -61,7 +61,7 @@ def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:
     decode = [perf.prediction_error_pct(e.predicted_ms, e.latency_ms) for e in events[1:]]
     fast = sum(1 for x in decode if x < 0)
     assert f"decode {shown.signed_pct(statistics.median(decode))} (median; {fast} of {len(decode)} " \
-           "steps too fast)" in title, title
+           "predicted too fast)" in title, title
     notes = " ".join(a["text"] for a in latency["layout"]["annotations"])
     assert "(predicted − measured) ÷ measured" in notes and "below 0 = predicted too fast" in notes
     traffic = charts.figure_dict("traffic", events, ctx)

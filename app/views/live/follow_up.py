@@ -16,7 +16,7 @@ import streamlit as st
 from app.shared import palette as pal
 from app.shared.model import get_queue
 from app.shared.runs import GenerationRun
-from app.views.live import model_gate, settings, state
+from app.views.live import lesson, model_gate, sections, settings, state
 from app.views.live.shown import sig3
 from core.conversation import reusable, signature
 from core.runner import SettingsError, conversation_ids
@@ -164,3 +164,6 @@ def render_result(run: Any) -> None:
     if fig is not None:
         left.plotly_chart(fig, key="follow_up_ttft")
     right.markdown(sentence(values) + "\n\n:blue-badge[measured]")
+    if "reason" not in values:
+        with right, sections.how_we_know("the follow-up"):
+            st.markdown(lesson.text("follow_up", values))
