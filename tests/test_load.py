@@ -161,6 +161,27 @@ def _rss_mb(proc: psutil.Process) -> float:
 # page went blank under this load in 2 of ~22 runs (the whole Streamlit app unmounted); after the
 # live charts were made lighter, none in 34 runs. Should it recur, live.js reloads the page (and
 # this test fails, with the page's errors in artifacts/load-errors.txt).
+def _all_settled(pages: list, proc: psutil.Process, previous: dict[int, str | None], peak: float,
+                 timeout: float = 300) -> tuple[dict[int, dict], float]:
+    """Each page's live state once its run (another than `previous[i]`) has settled, and the server's
+    peak RSS meanwhile; the pages still waiting and the server's stacks go to load-stuck.txt."""
+    deadline = time.time() + timeout
+    states: dict[int, dict] = {}
+    while time.time() < deadline and len(states) < len(pages):
+        peak = max(peak, _rss_mb(proc))
+        for i, page in enumerate(pages):
+            s = live_state(page)
+            if i not in states and s["runId"] != previous.get(i) and _settled(s):
+                states[i] = s
+        time.sleep(0.5)
+    if len(states) < len(pages):
+        stuck = {i: _page_report(page) for i, page in enumerate(pages) if i not in states}
+        (ARTIFACTS / "load-stuck.txt").write_text(f"{stuck}\n\n{_server_stacks(proc)}")
+        raise AssertionError(f"some sessions never finished (deadlock?): {stuck}; server stacks in "
+                             "artifacts/load-stuck.txt")
+    return states, peak
+
+
 @pytest.mark.load
 def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser):
     """Eight readers press Generate at once, then each asks a follow-up at once: every session sees
@@ -176,21 +197,7 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
         peak = _rss_mb(proc)
         for page in pages:
             page.get_by_role("button", name="Generate").click()
-        deadline = time.time() + 300
-        states = {}
-        while time.time() < deadline and len(states) < len(pages):
-            peak = max(peak, _rss_mb(proc))
-            for i, page in enumerate(pages):
-                s = live_state(page)
-                if i not in states and _settled(s):
-                    states[i] = s
-            time.sleep(0.5)
-        if len(states) < len(pages):
-            stuck = {i: _page_report(page) for i, page in enumerate(pages) if i not in states}
-            stacks = _server_stacks(proc)
-            (ARTIFACTS / "load-stuck.txt").write_text(f"{stuck}\n\n{stacks}")
-            raise AssertionError(f"some sessions never finished (deadlock?): {stuck}; server stacks in "
-                                 "artifacts/load-stuck.txt")
+        states, peak = _all_settled(pages, proc, {}, peak)
         for i, word in enumerate(WORDS):
             s = states[i]
             assert s["status"] == "done" and s["exceptions"] == 0, (s, _page_report(pages[i]))
@@ -206,19 +213,7 @@ def test_eight_sessions_generate_at_once_each_seeing_its_own_run(server, browser
             main.get_by_role("textbox", name="Ask a follow-up").fill(f"Now use {word} in a question.")
         for page in pages:
             page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Ask", exact=True).click()
-        deadline = time.time() + 300
-        follow = {}
-        while time.time() < deadline and len(follow) < len(pages):
-            peak = max(peak, _rss_mb(proc))
-            for i, page in enumerate(pages):
-                s = live_state(page)
-                if i not in follow and s["runId"] != first_ids[i] and _settled(s):
-                    follow[i] = s
-            time.sleep(0.5)
-        if len(follow) < len(pages):
-            stuck = {i: _page_report(page) for i, page in enumerate(pages) if i not in follow}
-            (ARTIFACTS / "load-stuck.txt").write_text(f"{stuck}\n\n{_server_stacks(proc)}")
-            raise AssertionError(f"some follow-ups never finished: {stuck}; server stacks in artifacts/load-stuck.txt")
+        follow, peak = _all_settled(pages, proc, first_ids, peak)
         for i, word in enumerate(WORDS):
             s, page = follow[i], pages[i]
             assert s["status"] == "done" and s["exceptions"] == 0, (s, _page_report(page))
