@@ -50,9 +50,18 @@ class KeptCache:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the kept positions' keys and values."""
         if self.cache is None:
             return 0
         return sum(layer.keys[..., : len(self.ids), :].numel() * layer.keys.element_size() * 2
+                   for layer in self.cache.layers)
+
+    @property
+    def allocated(self) -> int:
+        """Bytes the cache holds in memory: a static cache's whole allocation, kept positions or not."""
+        if self.cache is None:
+            return 0
+        return sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
                    for layer in self.cache.layers)
 
 
@@ -111,13 +120,14 @@ def take(kept: KeptCache, n: int, total_len: int, config: Any) -> Any:
 
 
 def capped(kept: KeptCache, cap_bytes: int = CACHE_CAP_BYTES) -> KeptCache | None:
-    """`kept` within the cap: its leading positions that fit, copied into a cache of exactly that
-    length so the rest is freed (None when not even one position fits). The copy is a dynamic
-    cache whatever the mode: `take` copies it into a static allocation when the next turn needs one."""
-    if kept.nbytes <= cap_bytes:
+    """`kept` within the cap, counted in the bytes it holds (a static cache's whole allocation): its
+    leading positions that fit, copied into a cache of exactly that length so the rest is freed
+    (None when not even one position fits). The copy is a dynamic cache whatever the mode: `take`
+    copies it into a static allocation when the next turn needs one."""
+    if kept.allocated <= cap_bytes:
         return kept
     per_token = kept.nbytes // max(1, len(kept.ids))
-    n = cap_bytes // per_token if per_token else 0
+    n = min(len(kept.ids), cap_bytes // per_token) if per_token else 0
     if n < 1:
         return None
     from transformers import DynamicCache
@@ -126,3 +136,14 @@ def capped(kept: KeptCache, cap_bytes: int = CACHE_CAP_BYTES) -> KeptCache | Non
     for i, layer in enumerate(kept.cache.layers):
         cache.update(layer.keys[..., :n, :].clone(), layer.values[..., :n, :].clone(), i)
     return KeptCache(ids=kept.ids[:n], cache=cache, mode=kept.mode, signature=kept.signature)
+
+
+def turn_record(messages: list[dict[str, str]], ids: list[int], reused: int, reason: str | None) -> dict[str, Any]:
+    """A turn as a trace records it (core.trace.Trace.turn): its index among the reader's questions,
+    the conversation up to it, the positions kept and prefilled, and why nothing was kept."""
+    turn: dict[str, Any] = {"index": sum(1 for m in messages if m["role"] == "user") - 1,
+                            "messages": [dict(m) for m in messages], "reused_tokens": reused,
+                            "new_tokens": len(ids) - reused}
+    if reason:
+        turn["cold_reason"] = reason
+    return turn

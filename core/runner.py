@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from core.conversation import KeptCache, capped, reusable, signature, take
+from core.conversation import KeptCache, capped, reusable, signature, take, turn_record
 from core.model import LoadedModel
 from core.trace import STOP_EOS, STOP_MAX_NEW_TOKENS, STOP_STOPPED, Event, Trace
 
@@ -418,11 +418,7 @@ def generate_turn(loaded: LoadedModel, messages: list[dict[str, str]], settings:
     settings = settings.validated()
     prompt_ids = conversation_ids(loaded, messages, settings.chat)
     n, reason = reusable(kept, prompt_ids, settings.cache, settings.batch, signature(loaded, settings.chat))
-    turn: dict[str, Any] = {"index": sum(1 for m in messages if m["role"] == "user") - 1,
-                            "messages": [dict(m) for m in messages], "reused_tokens": n,
-                            "new_tokens": len(prompt_ids) - n}
-    if reason:
-        turn["cold_reason"] = reason
+    turn = turn_record(messages, prompt_ids, n, reason)
     trace = Trace(model=loaded.info.to_dict(), settings=settings.to_dict(), prompt_token_ids=prompt_ids,
                   prompt_text=messages[-1]["content"], environment=environment(), turn=turn)
     left: list[KeptCache] = []

@@ -72,9 +72,11 @@ class Event:
     def norm_positions(self) -> range:
         """The cache positions `kv_norms` covers: the written ones, and for a follow-up's prefill
         the kept ones before them too (empty without norms)."""
-        if not self.kv_norms or not self.kv_norms.get("key") or not self.kv_norms["key"][0]:
+        keys = self.kv_norms.get("key") if isinstance(self.kv_norms, dict) else None
+        if not (isinstance(keys, list) and keys and isinstance(keys[0], list) and keys[0]
+                and isinstance(keys[0][0], list)):
             return range(0)
-        width = len(self.kv_norms["key"][0][0])
+        width = min(len(keys[0][0]), self.positions[1])
         return range(self.positions[1] - width, self.positions[1])
 
 
@@ -209,6 +211,9 @@ def _parse(data: Any) -> Trace:
             raise TraceError(f"{where}: positions must be [first, last+1)")
         known = {k: raw[k] for k in (*_EVENT_REQUIRED, *_EVENT_OPTIONAL) if k in raw}
         events.append(Event(**known))
+    turn = _turn(data.get("turn"), len(data["prompt_token_ids"])) if version >= 2 else None
+    if turn and events and events[0].phase == "prefill" and events[0].positions[0] != turn["reused_tokens"]:
+        raise TraceError("turn: the prefill must start after the reused tokens")
     return Trace(
         model=data["model"], settings=data["settings"], prompt_token_ids=data["prompt_token_ids"],
         events=events, generated_text=str(data.get("generated_text", "")),
@@ -216,7 +221,7 @@ def _parse(data: Any) -> Trace:
         hardware=data.get("hardware") if isinstance(data.get("hardware"), dict) else None,
         environment=data.get("environment") if isinstance(data.get("environment"), dict) else None,
         prompt_tokens=_prompt_tokens(data.get("prompt_tokens"), len(data["prompt_token_ids"])),
-        turn=_turn(data.get("turn"), len(data["prompt_token_ids"])) if version >= 2 else None,
+        turn=turn,
     )
 
 

@@ -129,6 +129,10 @@ def test_a_turn_is_saved_in_a_version_2_trace_and_version_1_still_reads(tiny_mod
     data["turn"]["new_tokens"] += 1
     with pytest.raises(TraceError, match="add up"):
         Trace.from_json(json.dumps(data))
+    shifted = json.loads(second.to_json())
+    shifted["events"][0]["positions"][0] += 1  # a crafted file: the prefill does not start after the reused
+    with pytest.raises(TraceError, match="must start after the reused tokens"):
+        Trace.from_json(json.dumps(shifted))
     old = json.loads(second.to_json())
     old["version"] = 1
     assert Trace.from_json(json.dumps(old)).turn is None  # a version 1 file is one question

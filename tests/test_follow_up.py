@@ -61,7 +61,7 @@ def test_a_follow_up_runs_cold_and_says_why(tiny_model, monkeypatch):
     batched = GenerationSettings(max_new_tokens=6, stop_on_eos=False, batch=2)
     _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", batched)
     assert reuse is None and turn["reused_tokens"] == 0 and turn["cold_reason"] == conv.COLD_BATCH
-    recorded = SimpleNamespace(replay=True, prompt="Hi there", generated_text="Hello", turn=None, events=[1])
+    recorded = SimpleNamespace(replay=True, prompt="Hi there", turn=None, events=[SimpleNamespace(token_text="Hello")])
     _, turn, reuse = follow_up.prepare(tiny_model, recorded, "And then?", GEN)
     assert reuse is None and turn["cold_reason"] == follow_up.COLD_RECORDING
     cold = SimpleNamespace(turn={**turn, "cold_reason": conv.COLD_BATCH}, events=[SimpleNamespace(latency_ms=12.34)])
@@ -89,20 +89,6 @@ def test_a_lone_question_has_no_follow_up_result(tiny_model, monkeypatch):
     assert ctx.kept == 0 and "kept" not in str(figures.kv_patch(first.events, 0, ctx)["layout"]["annotations"])
 
 
-def test_dropping_a_runs_cache_frees_it(tiny_model, monkeypatch):
-    first = _first(tiny_model, monkeypatch)
-    first.drop_cache()
-    assert first.kept is None
-    _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
-    assert reuse is None and turn["cold_reason"] == conv.COLD_NONE
-
-
-def test_the_figure_title_reads_the_two_times():
-    assert follow_up.title(40.0, 100.0) == "The kept cache cut this first token's wait to 40% of a fresh prefill's"
-    assert follow_up.title(99.0, 100.0).startswith("This time the kept cache was no faster")
-    assert follow_up.title(110.0, 100.0).startswith("This time the kept cache was no faster")
-
-
 def test_a_saved_follow_up_replays_with_its_kept_positions(tiny_model, monkeypatch):
     """The trace of a follow-up (version 2) replays as it ran: the grid's kept positions, the
     sentence and both times come back from the file."""
@@ -121,3 +107,62 @@ def test_a_saved_follow_up_replays_with_its_kept_positions(tiny_model, monkeypat
     # a follow-up to a recording runs cold: the recording holds no cache on this server
     _, again, reuse = follow_up.prepare(tiny_model, replay, "More?", GEN)
     assert reuse is None and again["cold_reason"] == follow_up.COLD_RECORDING and again["index"] == 2
+
+
+def test_an_answer_the_model_ended_goes_back_without_its_end_token(tiny_model, monkeypatch):
+    """The chat template closes every answer itself: an answer that ended on the model's end-of-turn
+    token is sent back without it (kept, the model would read two)."""
+    from core.trace import STOP_EOS
+
+    first = _first(tiny_model, monkeypatch)
+    ended = SimpleNamespace(turn=None, prompt="Hi there", stop_reason=STOP_EOS, replay=False,
+                            events=[*first.events[:-1], SimpleNamespace(token_text="<|im_end|>")])
+    assert follow_up.messages_after(ended)[-1]["content"] == "".join(e.token_text for e in first.events[:-1])
+    ids, _, _ = follow_up.prepare(tiny_model, ended, "And then?", GEN)
+    end = tiny_model.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert all(not (a == end and b == end) for a, b in zip(ids, ids[1:], strict=False))  # never two in a row
+    assert follow_up.messages_after(first)[-1]["content"] == first.generated_text  # cut by the token cap: whole
+
+
+def test_the_cap_counts_a_static_caches_whole_allocation(tiny_model, monkeypatch):
+    """A static cache holds its whole allocation (prompt plus every new token it might have made), not
+    only the positions in use: the cap counts what it holds."""
+    monkeypatch.setattr(model_service, "_ceilings", Ceilings())
+    ids = conversation_ids(tiny_model, [{"role": "user", "content": "Hi there"}], True)
+    static = GenerationSettings(max_new_tokens=40, stop_on_eos=False, cache="static")
+    run = _finished(GenerationRun(RunQueue(), tiny_model, "Hi there", ids, static).start())
+    kept = run.kept
+    assert kept.allocated > kept.nbytes  # the allocation has one position more than the cache holds
+    small = conv.capped(kept, cap_bytes=kept.allocated - 1)
+    assert small is not kept and small.allocated <= kept.allocated - 1 and small.ids == kept.ids[: len(small.ids)]
+
+
+def test_dropping_a_runs_cache_frees_it_even_while_it_runs(tiny_model, monkeypatch):
+    import gc
+    import weakref
+
+    first = _first(tiny_model, monkeypatch)
+    ref = weakref.ref(first.kept.cache)
+    first.drop_cache()
+    gc.collect()
+    assert ref() is None  # nothing else held it
+    _, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    assert reuse is None and turn["cold_reason"] == conv.COLD_NONE
+    # a run dropped before it ends keeps nothing when it does
+    ids = conversation_ids(tiny_model, [{"role": "user", "content": "Hi"}], True)
+    running = GenerationRun(RunQueue(), tiny_model, "Hi", ids, GEN)
+    running.drop_cache()
+    assert _finished(running.start()).kept is None
+
+
+def test_long_follow_ups_and_long_conversations_are_messages(tiny_model, monkeypatch):
+    from core.trace import MAX_TURN_MESSAGES
+
+    first = _first(tiny_model, monkeypatch)
+    message = follow_up.prepare(tiny_model, first, "x" * (follow_up.FOLLOW_UP_MAX_CHARS + 1), GEN)
+    assert isinstance(message, str) and "at most 2,000 characters" in message
+    chatty = SimpleNamespace(turn={"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+                                   * (MAX_TURN_MESSAGES // 2)}, prompt="q", stop_reason=None, replay=False,
+                             events=first.events)
+    message = follow_up.prepare(tiny_model, chatty, "And then?", GEN)
+    assert isinstance(message, str) and "the most a saved trace keeps" in message

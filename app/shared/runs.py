@@ -75,6 +75,7 @@ class GenerationRun(ModelJob):
         self.turn = turn
         self._reuse = reuse
         self.kept: KeptCache | None = None  # the cache this run leaves, for a follow-up (capped)
+        self._dropped = False
 
     def page_drawn(self) -> None:
         """The page that started this run has finished its script pass: timing may begin."""
@@ -127,13 +128,19 @@ class GenerationRun(ModelJob):
             # the same turn from scratch, timed while this job still holds the model: the page sets the
             # follow-up's time to first token beside it
             self.progress = "timing the same turn prefilled from scratch…"
-            self.turn["cold_ttft_ms"] = round(cold_prefill_ms(self.loaded, self.prompt_ids, self.settings.cache), 4)
+            try:
+                self.turn["cold_ttft_ms"] = round(cold_prefill_ms(self.loaded, self.prompt_ids,
+                                                                  self.settings.cache), 4)
+            except Exception as exc:  # the answer stands; only the comparison is missing, and says why
+                print(f"follow-up: the time from scratch was not measured: {exc!r}", file=sys.stderr, flush=True)
 
     def _keep(self, kept: KeptCache) -> None:
-        self.kept = capped(kept)
+        self.kept = None if self._dropped else capped(kept)
 
     def drop_cache(self) -> None:
-        """Free the kept cache (a new conversation started, or the next turn runs cold)."""
+        """Free the kept cache (a new conversation started, or the next turn runs cold); a run still
+        going keeps nothing when it ends."""
+        self._dropped = True
         self.kept = None
 
     @property

@@ -18,18 +18,26 @@ from app.shared.model import get_queue
 from app.shared.runs import GenerationRun
 from app.views.live import lesson, model_gate, sections, settings, state
 from app.views.live.shown import sig3
-from core.conversation import reusable, signature
+from core.conversation import reusable, signature, turn_record
 from core.runner import SettingsError, conversation_ids
+from core.trace import MAX_TURN_MESSAGES, STOP_EOS
 
 COLD_RECORDING = "a recorded run holds no cache on this server"
 FOLLOW_UP_MAX_CHARS = 2_000
+
+
+def answer_text(run: Any) -> str:
+    """The answer as a chat client keeps it: an answer the model ended itself without its end-of-turn
+    token (the chat template adds its own; kept, the model would read two)."""
+    events = run.events[:-1] if getattr(run, "stop_reason", None) == STOP_EOS else run.events
+    return "".join(e.token_text for e in events)
 
 
 def messages_after(run: Any) -> list[dict[str, str]]:
     """The conversation up to and with `run`'s answer: its turn's messages, or its lone question."""
     turn = getattr(run, "turn", None)
     base = list(turn["messages"]) if turn else [{"role": "user", "content": str(run.prompt)}]
-    return base + [{"role": "assistant", "content": run.generated_text}]
+    return base + [{"role": "assistant", "content": answer_text(run)}]
 
 
 def prepare(loaded: Any, run: Any, question: str, gen: Any) -> tuple[list[int], dict[str, Any], Any] | str:
@@ -37,7 +45,12 @@ def prepare(loaded: Any, run: Any, question: str, gen: Any) -> tuple[list[int], 
     `run`, or a message saying what to change."""
     if not question or not question.strip():
         return "Type a follow-up question first."
+    if len(question) > FOLLOW_UP_MAX_CHARS:
+        return f"A follow-up takes at most {FOLLOW_UP_MAX_CHARS:,} characters; this one has {len(question):,}."
     messages = [*messages_after(run), {"role": "user", "content": question}]
+    if len(messages) > MAX_TURN_MESSAGES:
+        return (f"This conversation has {len(messages) - 1} messages, the most a saved trace keeps: press Generate "
+                "to start a new one (your question stays in the box).")
     ids = conversation_ids(loaded, messages, gen.chat)
     if len(ids) > settings.MAX_PROMPT_TOKENS:
         return (f"The conversation would be {len(ids):,} tokens, over this page's {settings.MAX_PROMPT_TOKENS:,}: "
@@ -49,11 +62,7 @@ def prepare(loaded: Any, run: Any, question: str, gen: Any) -> tuple[list[int], 
     n, reason = reusable(kept, ids, gen.cache, gen.batch, signature(loaded, gen.chat))
     if run.replay:
         reason = COLD_RECORDING
-    turn: dict[str, Any] = {"index": sum(1 for m in messages if m["role"] == "user") - 1, "messages": messages,
-                            "reused_tokens": n, "new_tokens": len(ids) - n}
-    if reason:
-        turn["cold_reason"] = reason
-    return ids, turn, ((kept, n) if n else None)
+    return ids, turn_record(messages, ids, n, reason), ((kept, n) if n else None)
 
 
 def on_follow_up() -> None:
