@@ -18,7 +18,7 @@ from app.shared.model import get_queue
 from app.shared.runs import GenerationRun
 from app.views.live import lesson, model_gate, sections, settings, state
 from app.views.live.shown import sig3
-from core.conversation import reusable, signature, turn_record
+from core.conversation import CACHE_CAP_BYTES, reusable, signature, turn_record
 from core.runner import SettingsError, conversation_ids
 from core.trace import MAX_TURN_MESSAGES, STOP_EOS
 
@@ -88,10 +88,9 @@ def on_follow_up() -> None:
         st.session_state[state.MESSAGE] = limited
         return
     ids, turn, reuse = prepared
-    new = GenerationRun(get_queue(), loaded, question, ids, gen, wait_for_page=True, turn=turn, reuse=reuse)
-    state.set_run(new)
     st.session_state[state.FOLLOW_UP] = ""
-    new.start()
+    settings.start_run(GenerationRun(get_queue(), loaded, question, ids, gen, wait_for_page=True, turn=turn,
+                                     reuse=reuse))
 
 
 def render_box(run: Any) -> None:
@@ -113,7 +112,7 @@ def result_values(run: Any) -> dict[str, str] | None:
         return None
     total = turn["reused_tokens"] + turn["new_tokens"]
     values = {"new": f"{turn['new_tokens']:,}", "total": f"{total:,}", "kept": f"{turn['reused_tokens']:,}",
-              "ttft": sig3(run.events[0].latency_ms)}
+              "ttft": sig3(run.events[0].latency_ms), "cap_mb": f"{CACHE_CAP_BYTES / 1e6:.0f}"}
     if turn.get("cold_ttft_ms"):
         values["scratch"] = sig3(turn["cold_ttft_ms"])
     if turn.get("cold_reason"):

@@ -80,8 +80,13 @@ def on_generate(loaded: Any) -> None:
         st.session_state[state.MESSAGE] = limited
         return
     settings, prompt_ids = prepared
-    run = GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings,
-                        wait_for_page=True)
+    start_run(GenerationRun(get_queue(), loaded, st.session_state[state.PROMPT], prompt_ids, settings,
+                            wait_for_page=True))
+
+
+def start_run(run: GenerationRun) -> None:
+    """Make `run` the session's run and start it (Generate's and a follow-up's), logged under
+    PDLAB_RUN_LOG so a load test can count every start."""
     if run_log():
         old = state.current_run()
         print(f"PDLAB_GENERATE session={_session_id()} run={run.id} replaces="
