@@ -117,3 +117,54 @@ def test_charts_alone_drive_the_player_to_the_last_step(charts_only_page, browse
         page.wait_for_timeout(500)  # Plotly redraws at most every 100 ms: let the last one land
         page.screenshot(path=str(ARTIFACTS / "live-charts-only.png"))
         assert errors == []
+
+
+STALE_PAGE = """
+import sys
+sys.path.insert(0, {root!r})
+
+import streamlit as st
+
+from app.views.live import component as live
+from app.shared import replay
+
+run = replay.bundled("sky-blue")
+older = st.session_state.setdefault("older", live.sent_stamp())  # the pass that saw the run queued
+st.title("A stale element after the current one")
+live.mount(live.controls_data({run_id}, {{"state": "done", "text": "Finished"}}, run.events[:{n}], run.ctx, 0))
+
+
+@st.fragment
+def later():  # a fragment pass: the element above is not sent again
+    if st.button("Render the stale element"):
+        queued = live.controls_data(None, {{"state": "queued", "text": "Waiting"}}, [], None, 0)
+        live._component(key="pd-live-stale", data={{**queued, "sent": older}})  # it feeds the same view
+
+
+later()
+"""
+
+
+@pytest.fixture(scope="module")
+def stale_page(tmp_path_factory):
+    script = STALE_PAGE.format(root=str(ROOT), run_id=RUN_ID, n=N)
+    with script_server(script, tmp_path_factory.mktemp("stale"), "stale-send") as url:
+        yield url
+
+
+@pytest.mark.browser
+def test_a_stale_send_rendered_after_the_current_one_changes_nothing(stale_page, browser) -> None:
+    """The load test once ended with a finished run's controls saying 'queued': an element from the
+    pass that saw the run queued was rendered after the final pass and fed the same view."""
+    view = "(window.pdLab && window.pdLab.player && window.pdLab.player.views.get('controls'))"
+    with browser_page(browser) as page:
+        page.goto(stale_page)
+        controls = page.locator(".pd-controls")
+        page.wait_for_function("document.querySelector('.pd-controls[data-status=done]') !== null", timeout=60_000)
+        page.get_by_role("button", name="Render the stale element").click()
+        # either outcome: the view ignored the send, or took it (and says 'queued' again)
+        page.wait_for_function(f"(v => v && (v.staleSends === 1 || v.status.state === 'queued'))({view})",
+                               timeout=60_000)
+        assert controls.count() == 1  # the stale element stays empty
+        assert controls.get_attribute("data-status") == "done"
+        assert controls.get_attribute("data-run-id") == str(RUN_ID)

@@ -79,7 +79,8 @@ def _page_report(page) -> str:
             const out = {runId: p.runId, shown: p.shown, available: p.available, mode: p.mode,
                          status: bar ? bar.innerText : null};
             for (const [k, v] of p.views) out[k] = {runId: v.runId, applied: v.applied,
-                frames: Array.from(v.frames.keys()), receipts: v.receipts || null, resends: v.resends || 0};
+                frames: Array.from(v.frames.keys()), receipts: v.receipts || null, resends: v.resends || 0,
+                stale: v.staleSends || 0};
             return out;
         }""")),
         ("text", lambda: page.evaluate("document.body ? document.body.innerText.slice(0, 400) : null")),

@@ -9,7 +9,9 @@ when the browser asks for a resend.
 
 from __future__ import annotations
 
+import itertools
 import json
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from app.views.live import charts, metrics
 from core.trace import Event
 
 _HERE = Path(__file__).resolve().parent / "js"
+_EPOCH = secrets.token_hex(4)  # this server process: a send from another process is never compared
+_SENDS = itertools.count()
 OVERLAP_PASSES = 3  # resend the steps of the last few passes in case a render was coalesced
 
 # The browser side, one role per file, joined in this order into one ES module (no build step).
@@ -105,12 +109,21 @@ def chart_data(name: str, run_id: int, events: list[Event], ctx: RunContext, sta
     return data
 
 
+def sent_stamp() -> dict[str, Any]:
+    """Orders this process's sends. Streamlit can render an element left from an earlier pass after
+    the current one (both feed the same view, by instance): the browser ignores a send older than
+    one its view already took (isStaleSend in js/view_common.js), or a queued run's status could
+    come back over a finished one, with no later pass to correct it."""
+    return {"epoch": _EPOCH, "n": next(_SENDS)}
+
+
 def mount(data: dict[str, Any], total: int | None = None, resent: bool = False,
           on_resend: Callable[[], None] | None = None) -> None:
     """Mount one live view. `total` (the run's step count this pass) lets the browser notice steps it
     never received (a render the frontend coalesced away under load) and ask for a resend, which
     calls `on_resend` (it should make the next pass send every step); `resent` marks the pass that
     answers such a request. Without `total` the browser never asks."""
+    data = {**data, "sent": data.get("sent") or sent_stamp()}
     if total is not None:
         data = {**data, "total": total, "resent": resent}
     _component(key=f"pd-live-{data['instance']}", data=data, height="content", on_resend_change=on_resend)

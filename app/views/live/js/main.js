@@ -36,6 +36,7 @@ export default function (component) {
     }
     view = p.attach(id, make(data));
   }
+  if (isStaleSend(view, data)) return;  // its element is left empty: Streamlit removes it
   view.trigger = component.setTriggerValue;
   view.mount(parentElement);
   view.receive(data);

@@ -10,6 +10,21 @@ function noteReceipt(view, data) {
   if (view.receipts.length > 12) view.receipts.shift();
 }
 
+// A send older than one this view already took: Streamlit can render an element left from an earlier
+// pass after the current one, and both feed this view. Applied, it would put back that pass's state
+// (a queued run's status over a finished one) with no later pass to correct it. Ignored, and counted.
+function isStaleSend(view, data) {
+  const s = data.sent;
+  if (!s) return false;
+  const last = view.sent;
+  if (last && last.epoch === s.epoch && s.n < last.n) {
+    view.staleSends = (view.staleSends || 0) + 1;
+    return true;
+  }
+  view.sent = s;
+  return false;
+}
+
 // Ask Python for every step again when this view cannot reach the run's last step with what it
 // holds: under load the frontend can coalesce renders, so a send (even the one carrying the base
 // figure) may never reach this view, and nothing later would repeat it. At most once a second.
