@@ -107,7 +107,7 @@ def cmd_simulate(args) -> int:
     from pathlib import Path
 
     from core.sim.simulate import SimConfig, simulate
-    from core.sim.workload import MAX_UPLOAD_BYTES, read_arrivals
+    from core.sim.workload import MAX_FILE_BYTES, read_arrivals
 
     config = SimConfig(policy=args.policy, workload=args.workload, requests=args.requests, rate_per_s=args.rate,
                        arrival=args.arrival, seed=args.seed, model=args.model, hardware=args.hardware,
@@ -115,15 +115,16 @@ def cmd_simulate(args) -> int:
                        kv_blocks=args.kv_blocks, ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
                        prompt_scale=args.prompt_scale, output_scale=args.output_scale,
                        prompt_median=args.prompt_median, output_median=args.output_median,
-                       length_sigma=args.length_sigma, max_batch=args.max_batch)
+                       length_sigma=args.length_sigma, max_batch=args.max_batch, time_scale=args.time_scale,
+                       window_start_s=args.window_start, window_s=args.window)
     requests = None
     if args.arrivals:
         path = Path(args.arrivals)
         if not path.is_file():
             raise ValueError(f"no arrival file at {path}")
-        if path.stat().st_size > MAX_UPLOAD_BYTES:
-            raise ValueError(f"the arrival file is larger than {MAX_UPLOAD_BYTES:,} bytes")
-        requests = read_arrivals(path.read_bytes(), path.name)
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"the arrival file is larger than {MAX_FILE_BYTES:,} bytes")
+        requests = read_arrivals(path.read_bytes(), path.name, max_bytes=MAX_FILE_BYTES)
     result = simulate(config, requests)
     out = result.to_dict(per_request=args.per_request)
     print(json.dumps(out) if args.json else json.dumps(out, indent=1))
@@ -181,14 +182,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     s.add_argument("--policy", default="chunked", choices=list(POLICIES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in POLICIES.items()))
-    s.add_argument("--workload", default="mix", choices=["chat", "long-doc", "mix"])
+    from core.sim.traffic import recordings
+    from core.sim.workload import load_workloads
+
+    s.add_argument("--workload", default="mix", choices=[*load_workloads(), *recordings()],
+                   help="a synthetic mix, or recorded production traffic played as recorded: "
+                        + "; ".join(f"{n}: {r.short}" for n, r in recordings().items()))
+    s.add_argument("--time-scale", type=float, default=1.0,
+                   help="a recorded trace: multiply its requests per second (default 1: as recorded)")
+    s.add_argument("--window-start", type=float, default=0.0,
+                   help="a recorded trace: start this many seconds into the recording (default 0)")
+    s.add_argument("--window", type=float, default=None,
+                   help="a recorded trace: play only this many seconds of it (default: to the end, or --requests)")
     s.add_argument("--requests", type=int, default=1000, help="requests to simulate (default 1000)")
     s.add_argument("--rate", type=float, default=None,
                    help="mean arrivals per second (default: the workload's, near saturation: chat 60, long-doc 4, "
                         "mix 24)")
     s.add_argument("--arrival", default="poisson", choices=["poisson", "bursty"])
     s.add_argument("--arrivals", help="replay an arrival file instead (JSONL or CSV: arrival_s, prompt_tokens, "
-                                      "output_tokens)")
+                                      "output_tokens; or Mooncake's JSONL, or the Azure trace's CSV), up to 64 MB")
     s.add_argument("--model", default=DEFAULT_MODEL, help=f"a model preset (default {DEFAULT_MODEL})")
     s.add_argument("--hardware", default=DEFAULT_HARDWARE,
                    help=f"a GPU preset (default {DEFAULT_HARDWARE}), or a real engine's fit saved by "

@@ -272,3 +272,32 @@ def test_a_live_run_waits_for_at_most_the_running_simulation():
     assert live.status == "done" and running.status == queued.status == "done"
     assert running.finished <= live.started < queued.started
     assert live.started - live.created <= serving_jobs.MAX_JOB_S
+
+
+def test_a_recording_plays_from_its_minute_at_its_scale_and_sweeps_its_speed():
+    s = {**link.DEFAULTS, "n": 200, "work": "azure-conv-2023", "wstart": 10, "tscale": 2.0, "a": "chunked"}
+    assert link.parse({k: [str(v)] for k, v in link.to_params(s).items()})[0] == s
+    job = SimJob(RunQueue(), s).start()
+    job.join(120)
+    assert job.status == "done", job.error
+    a, b = job.results
+    assert a.played is not None and a.played.window_start_s == 600 and a.played.time_scale == 2.0
+    assert a.to_dict()["trace"]["trace"] == "azure-conv-2023" and len(a.requests) == 200
+    assert [r.arrival_s for r in a.requests] == [r.arrival_s for r in b.requests]
+    base = serving_jobs.offered_rate(configs({**s, "n": serving_jobs.SWEEP_REQUESTS})[0])
+    assert [p["rate_per_s"] for p in job.sweep["chunked"]] == pytest.approx([base * k / 4 for k in range(1, 7)])
+    words = page_text.verdict(a, b)
+    assert "recorded traffic: Azure conversation trace (2023), from minute 10 of it, at 2× its recorded rate" in words
+
+
+def test_the_page_plays_a_recording_naming_its_source_and_what_it_left_out():
+    at = open_view("serving", timeout=120, query={"work": "mooncake-conv", "model": "tinyllama-1.1b", "n": "100"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(" requests** (" in m.value for m in at.markdown):
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("kvcache-ai/Mooncake" in c.value and "Apache-2.0" in c.value for c in at.caption)
+    verdict = next(m.value for m in at.markdown if " requests** (" in m.value)
+    assert "recorded traffic: Mooncake conversation trace" in verdict
+    assert "more were left out: longer than tinyllama-1.1b's context window" in verdict
+    assert at.number_input(key="sv_tscale").value == 1.0 and at.selectbox(key="sv_arrival").disabled

@@ -8,6 +8,7 @@ use the same number of devices, so their numbers compare.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,7 +23,8 @@ from core.sim.layouts import Setting, get_layout
 from core.sim.policies import get_policy
 from core.sim.policy import State
 from core.sim.steptime import StepTime
-from core.sim.workload import Request, custom, generate, get_workload
+from core.sim.traffic import MAX_TIME_SCALE, Played, is_recorded, play, recordings
+from core.sim.workload import Request, custom, generate, get_workload, load_workloads
 from core.spec import ModelSpec, load_model_preset
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-3.1-8b", "h100-sxm"
@@ -41,7 +43,7 @@ class SimConfig:
     """
 
     policy: str = "chunked"
-    workload: str = "mix"
+    workload: str = "mix"  # a preset (assets/sim/workloads.json) or a recorded trace (core.sim.traffic)
     requests: int = 1000
     rate_per_s: float | None = None
     arrival: str = "poisson"
@@ -63,6 +65,9 @@ class SimConfig:
     length_sigma: float | None = None
     ttft_target_s: float = 1.0
     tpot_target_s: float = 0.05
+    time_scale: float = 1.0  # a recorded trace: 2 plays it at twice its requests per second
+    window_start_s: float = 0.0  # a recorded trace: where in the recording to start
+    window_s: float | None = None  # a recorded trace: how long a slice (None: to the end)
 
     def checked(self) -> SimConfig:
         """ValueError, in words, for settings no server could run."""
@@ -85,6 +90,16 @@ class SimConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not (0 if name == "length spread" else 1) <= value <= high):
                 raise ValueError(f"{name} must be a number up to {high:,}, got {value!r}")
+        if not (is_recorded(self.workload) or self.workload in load_workloads()):
+            raise ValueError(f"unknown workload {self.workload!r}; known: "
+                             f"{', '.join([*load_workloads(), *recordings()])}")
+        if not isinstance(self.time_scale, (int, float)) or isinstance(self.time_scale, bool) \
+                or not 0 < self.time_scale <= MAX_TIME_SCALE:
+            raise ValueError(f"time scale must be a number above 0 up to {MAX_TIME_SCALE:g}, got {self.time_scale!r}")
+        for name, value in (("window start", self.window_start_s), ("window length", self.window_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0 or value > 1e7):
+                raise ValueError(f"{name} must be a number of seconds from 0 up to 10,000,000, got {value!r}")
         get_layout(get_policy(self.policy).layout)().check(self)
         return self
 
@@ -106,6 +121,8 @@ class SimResult:
     kv_blocks_per_server: int = 0
     sim_wall_s: float = 0.0
     metrics: dict[str, Any] = field(default_factory=dict)
+    played: Played | None = None  # a recorded trace's window and scale
+    left_out: int = 0  # requests longer than the model's context window, not served
 
     def per_request(self) -> list[dict[str, Any]]:
         """One record per request: arrival, lengths, first-token time, token times, TTFT/TPOT/E2E."""
@@ -122,7 +139,10 @@ class SimResult:
                "preemptions": sum(log.preemptions for _, log in self.servers),
                "rejected": sum(len(log.rejected) for _, log in self.servers),
                "kv_blocks_per_server": self.kv_blocks_per_server,
-               "servers": [role for role, _ in self.servers], "sim_wall_s": self.sim_wall_s}
+               "servers": [role for role, _ in self.servers], "sim_wall_s": self.sim_wall_s,
+               "left_out": self.left_out}
+        if self.played:
+            out["trace"] = self.played.summary()
         out["kv_peak_fraction"] = max((used / log.kv_blocks for _, log in self.servers for _, used in log.kv_used
                                        if log.kv_blocks), default=0.0)
         if per_request:
@@ -174,12 +194,35 @@ def engine_fit(config: SimConfig):
 
 def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
     """The workload's requests for this config: same seed, same arrivals, whatever the policy."""
+    return workload_requests(config, spec)[0]
+
+
+def workload_requests(config: SimConfig, spec: ModelSpec) -> tuple[list[Request], Played | None]:
+    """The workload's requests, and for a recorded trace what playing it took and left out."""
+    if is_recorded(config.workload):
+        played = play(config.workload, config.requests, config.time_scale, config.window_start_s, config.window_s,
+                      max_context=spec.max_positions)
+        return played.requests, played
     work = get_workload(config.workload)
     if (config.prompt_median, config.output_median, config.length_sigma) != (None, None, None):
         work = custom(work, config.prompt_median, config.output_median, config.length_sigma)
     work = work.scaled(config.prompt_scale, config.output_scale)
     rate = config.rate_per_s if config.rate_per_s is not None else work.rate_per_s
-    return generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions)
+    return generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions), None
+
+
+def fitting(requests: Sequence[Request], spec: ModelSpec) -> tuple[list[Request], int]:
+    """The requests that fit the model's context window, renumbered from 0, and how many did not:
+    a recording or an arrival file may hold prompts longer than a small model can read. ValueError
+    when none fits."""
+    fits = [r for r in requests if r.prompt_tokens + r.output_tokens - 1 <= spec.max_positions]
+    if not fits:
+        raise ValueError(f"all {len(requests):,} request(s) exceed {spec.name}'s context window of "
+                         f"{spec.max_positions:,} tokens")
+    if len(fits) == len(requests):
+        return list(requests), 0
+    kept = [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, r.blocks) for i, r in enumerate(fits)]
+    return kept, len(requests) - len(fits)
 
 
 # A simulation's work, estimated before it starts. The event loop's cost follows the tokens it
@@ -196,21 +239,21 @@ def work_units(requests: Sequence[Request]) -> int:
 
 def simulate(config: SimConfig, requests: list[Request] | None = None, step: StepTime | None = None,
              should_stop: Callable[[], bool] | None = None,
-             deployed: tuple[ModelSpec, HardwareSpec, Scenario] | None = None) -> SimResult:
+             deployed: tuple[ModelSpec, HardwareSpec, Scenario] | None = None,
+             played: Played | None = None) -> SimResult:
     """Run `config` on `requests` (default: its workload's). `step` may be passed to reuse the
     coefficients of an earlier run of the same deployment. `should_stop`, asked now and then by the
     event loop, ends the run early with core.sim.engine.SimulationStopped. `deployed`: the model,
     machine and setting already resolved (a model from its own config on the calibrated host, which
-    config's preset names cannot name); config's model and hardware are then only labels."""
+    config's preset names cannot name); config's model and hardware are then only labels. `played`:
+    the recorded trace `requests` came from, when the caller played it (its left-out count is reported)."""
     config = config.checked()
     engine = None if deployed is not None else engine_fit(config)
     spec, hardware, scenario = deployed if deployed is not None else deployment(config, engine)
     if requests is None:
-        requests = requests_for(config, spec)
-    too_long = [r.id for r in requests if r.prompt_tokens + r.output_tokens - 1 > spec.max_positions]
-    if too_long:
-        raise ValueError(f"{len(too_long)} request(s) exceed {spec.name}'s context window of "
-                         f"{spec.max_positions:,} tokens (first: request {too_long[0]})")
+        requests, played = workload_requests(config, spec)
+    requests, left_out = fitting(requests, spec)
+    left_out += played.left_out if played else 0
     step = step or StepTime.fit(spec, hardware, scenario, engine[0] if engine else None)
     if config.kv_blocks is not None:
         blocks = config.kv_blocks
@@ -231,7 +274,7 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     served = get_layout(cls.layout)().run(requests, setting)
     wall = time.perf_counter() - started
     result = SimResult(config, list(requests), served.token_s, served.server_of, served.preemptions_of,
-                       served.servers, served.transfers, blocks, wall)
+                       served.servers, served.transfers, blocks, wall, played=played, left_out=left_out)
     result.metrics = metrics.summary([r.arrival_s for r in requests], served.token_s, config.ttft_target_s,
                                      config.tpot_target_s)
     return result

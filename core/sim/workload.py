@@ -29,6 +29,9 @@ class Request:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
+    # What the prompt shares with others, when the source says (Mooncake's hash_ids: one id per
+    # PREFIX_BLOCK_TOKENS-token block; two prompts with the same leading ids share that prefix).
+    blocks: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, int) or self.id < 0:
@@ -41,6 +44,10 @@ class Request:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"request {self.id}: {field_name} must be a positive integer, got {value!r}")
+        if self.blocks and len(self.blocks) != -(-self.prompt_tokens // PREFIX_BLOCK_TOKENS):
+            raise ValueError(f"request {self.id}: a {self.prompt_tokens:,}-token prompt has "
+                             f"{-(-self.prompt_tokens // PREFIX_BLOCK_TOKENS):,} blocks of {PREFIX_BLOCK_TOKENS} "
+                             f"tokens, so {len(self.blocks):,} block ids do not fit it")
 
 
 # --- workloads: presets as data, arrivals, lengths ------------------------------------------
@@ -49,7 +56,10 @@ WORKLOADS_FILE = Path(__file__).resolve().parents[2] / "assets" / "sim" / "workl
 ARRIVALS = ("poisson", "bursty")
 BURSTY_SHAPE = 0.25  # gamma shape of bursty inter-arrival gaps: coefficient of variation 2, as vLLM's --burstiness
 MAX_REQUESTS = 20_000
-MAX_UPLOAD_BYTES = 2_000_000
+MAX_UPLOAD_BYTES = 2_000_000  # the page's upload box
+MAX_FILE_BYTES = 64_000_000  # `simulate --arrivals FILE`: a local file may be larger, not unbounded
+PREFIX_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512 prompt tokens
+MAX_BLOCK_ID = 2**53  # ids stay exact as JSON numbers
 MAX_TOKENS = 1_000_000
 
 
@@ -171,62 +181,129 @@ def generate(workload: Workload, n: int, rate_per_s: float, seed: int = 0, arriv
     return [Request(i, float(t), int(p), int(o)) for i, (t, p, o) in enumerate(zip(times, prompts, outputs, strict=True))]
 
 
-def read_arrivals(data: bytes, filename: str = "arrivals.jsonl") -> list[Request]:
-    """Requests from an uploaded arrival file: JSONL (one object per line with arrival_s,
-    prompt_tokens, output_tokens) or CSV with those columns. Untrusted: capped in size and count,
-    and every malformed line is refused with its line number. Returned sorted by arrival."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise ValueError(f"the arrival file is {len(data):,} bytes; the limit is {MAX_UPLOAD_BYTES:,}")
+# The arrival formats, told apart by their keys (JSONL) or header (CSV): this project's own, the
+# Mooncake trace's (timestamp in ms from the start, input_length, output_length, hash_ids), and the
+# Azure LLM inference trace's CSV (TIMESTAMP as a date-time, ContextTokens, GeneratedTokens).
+OWN_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+AZURE_FIELDS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+def read_arrivals(data: bytes, filename: str = "arrivals.jsonl", max_bytes: int | None = MAX_UPLOAD_BYTES
+                  ) -> list[Request]:
+    """Requests from an arrival file: JSONL (one object per line: arrival_s, prompt_tokens,
+    output_tokens; or Mooncake's timestamp, input_length, output_length, hash_ids) or CSV (this
+    project's columns, or the Azure trace's). Untrusted: capped in size (`max_bytes`: the upload
+    box's by default) and count, and every malformed line is refused with its line number.
+    Returned sorted by arrival, renumbered from 0."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"the arrival file is {len(data):,} bytes; the limit is {max_bytes:,}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ValueError("the arrival file is not UTF-8 text (expected JSONL or CSV)") from None
-    fields = ("arrival_s", "prompt_tokens", "output_tokens")
-    records: list[tuple[int, dict[str, Any]]] = []
     if filename.lower().endswith(".csv"):
-        reader = csv.DictReader(io.StringIO(text))
-        try:  # the header is read here: a field past the csv module's limit raises now
-            header = reader.fieldnames or []
-            missing = [f for f in fields if f not in header]
-            if missing:
-                raise ValueError(f"the CSV needs the columns {', '.join(fields)}; missing: "
-                                 f"{', '.join(missing)}")
-            records = [(i + 2, row) for i, row in enumerate(reader)]
-        except csv.Error as exc:
-            raise ValueError(f"the CSV could not be read: {exc}") from None
+        fmt, records = _csv_records(text)
     else:
-        for i, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {i} is not JSON ({exc.msg}); expected one object per line") from None
-            except RecursionError:
-                raise ValueError(f"line {i} is nested too deeply; expected one flat object per line") from None
-            except ValueError as exc:  # a number of thousands of digits (Python's int conversion limit)
-                raise ValueError(f"line {i} holds a number far too long ({str(exc)[:80]})") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"line {i} is not a JSON object")
-            records.append((i, obj))
+        records = _jsonl_records(text)
+        fmt = "mooncake" if records and "timestamp" in records[0][1] and "arrival_s" not in records[0][1] else "own"
     if not records:
         raise ValueError("the arrival file holds no requests")
     if len(records) > MAX_REQUESTS:
         raise ValueError(f"the arrival file holds {len(records):,} requests; the limit is {MAX_REQUESTS:,}")
+    fields, parse = {"own": (OWN_FIELDS, _own), "mooncake": (MOONCAKE_FIELDS, _mooncake),
+                     "azure": (AZURE_FIELDS, _azure)}[fmt]
     out = []
     for k, (line, rec) in enumerate(records):
         try:
-            arrival = float(rec["arrival_s"])
-            prompt, output = _whole(rec["prompt_tokens"]), _whole(rec["output_tokens"])
-            if prompt > MAX_TOKENS or output > MAX_TOKENS:
-                raise ValueError(f"token counts above {MAX_TOKENS:,}")
-            out.append(Request(k, arrival, prompt, output))
+            out.append(parse(k, rec))
         except KeyError as exc:
             raise ValueError(f"line {line}: missing {exc.args[0]!r} (each request needs {', '.join(fields)})") from None
         except (TypeError, ValueError, OverflowError) as exc:  # overflow: a number too big for a float
             raise ValueError(f"line {line}: {str(exc)[:200]}") from None
+    if fmt == "azure":  # date-times: the first request arrives at 0
+        start = min(r.arrival_s for r in out)
+        out = [Request(r.id, r.arrival_s - start, r.prompt_tokens, r.output_tokens) for r in out]
     out.sort(key=lambda r: (r.arrival_s, r.id))
-    return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens) for i, r in enumerate(out)]
+    return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, r.blocks) for i, r in enumerate(out)]
+
+
+def _csv_records(text: str) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+    reader = csv.DictReader(io.StringIO(text))
+    try:  # the header is read here: a field past the csv module's limit raises now
+        header = reader.fieldnames or []
+        fmt = "azure" if all(f in header for f in AZURE_FIELDS) else "own"
+        missing = [f for f in OWN_FIELDS if f not in header]
+        if fmt == "own" and missing:
+            raise ValueError(f"the CSV needs the columns {', '.join(OWN_FIELDS)} (or the Azure trace's "
+                             f"{', '.join(AZURE_FIELDS)}); missing: {', '.join(missing)}")
+        if text.count("\n") > MAX_REQUESTS + 1:  # before every row is read into memory
+            raise ValueError(f"the arrival file holds more than {MAX_REQUESTS:,} requests; the limit is "
+                             f"{MAX_REQUESTS:,}")
+        return fmt, [(i + 2, row) for i, row in enumerate(reader)]
+    except csv.Error as exc:
+        raise ValueError(f"the CSV could not be read: {exc}") from None
+
+
+def _jsonl_records(text: str) -> list[tuple[int, dict[str, Any]]]:
+    records = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(records) >= MAX_REQUESTS:
+            raise ValueError(f"the arrival file holds more than {MAX_REQUESTS:,} requests; the limit is "
+                             f"{MAX_REQUESTS:,}")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {i} is not JSON ({exc.msg}); expected one object per line") from None
+        except RecursionError:
+            raise ValueError(f"line {i} is nested too deeply; expected one flat object per line") from None
+        except ValueError as exc:  # a number of thousands of digits (Python's int conversion limit)
+            raise ValueError(f"line {i} holds a number far too long ({str(exc)[:80]})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"line {i} is not a JSON object")
+        records.append((i, obj))
+    return records
+
+
+def _counts(prompt: Any, output: Any) -> tuple[int, int]:
+    prompt, output = _whole(prompt), _whole(output)
+    if prompt > MAX_TOKENS or output > MAX_TOKENS:
+        raise ValueError(f"token counts above {MAX_TOKENS:,}")
+    return prompt, output
+
+
+def _own(k: int, rec: dict[str, Any]) -> Request:
+    arrival = float(rec["arrival_s"])
+    return Request(k, arrival, *_counts(rec["prompt_tokens"], rec["output_tokens"]))
+
+
+def _mooncake(k: int, rec: dict[str, Any]) -> Request:
+    stamp = rec["timestamp"]
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        raise ValueError(f"timestamp must be a number of milliseconds, got {str(stamp)[:40]!r}")
+    prompt, output = _counts(rec["input_length"], rec["output_length"])
+    ids = rec["hash_ids"]
+    if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= MAX_BLOCK_ID
+                                            for h in ids):
+        raise ValueError("hash_ids must be a list of whole numbers from 0 (one per 512-token block of the prompt)")
+    return Request(k, float(stamp) / 1000.0, prompt, output, tuple(ids))
+
+
+def _azure(k: int, rec: dict[str, Any]) -> Request:
+    import datetime as _dt
+
+    stamp = str(rec["TIMESTAMP"] or "").strip()
+    whole, _, fraction = stamp.partition(".")
+    try:
+        when = _dt.datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.UTC)
+        if fraction and not fraction.isdigit():
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"TIMESTAMP must read like 2023-11-16 18:17:03.9799600, got {stamp[:40]!r}") from None
+    seconds = when.timestamp() + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+    return Request(k, seconds, *_counts(rec["ContextTokens"], rec["GeneratedTokens"]))
 
 
 def _whole(value: Any) -> int:

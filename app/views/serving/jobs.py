@@ -23,8 +23,10 @@ from core.sim.simulate import (
     requests_for,
     simulate,
     work_units,
+    workload_requests,
 )
 from core.sim.steptime import StepTime
+from core.sim.traffic import Played, is_recorded
 from core.sim.workload import Request, get_workload
 
 SWEEP_POINTS = 6
@@ -54,7 +56,8 @@ def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
                      prompt_scale=float(settings["pscale"]), ttft_target_s=float(settings["ttft"]),
                      tpot_target_s=float(settings["tpot"]),
                      prompt_median=float(settings["pmed"]) or None, output_median=float(settings["omed"]) or None,
-                     length_sigma=float(settings["sigma"]) or None)
+                     length_sigma=float(settings["sigma"]) or None, time_scale=float(settings["tscale"]),
+                     window_start_s=60.0 * int(settings["wstart"]))
     return base, replace(base, policy=settings["b"])
 
 
@@ -92,7 +95,19 @@ def precheck(settings: dict[str, Any], uploaded: list[Request] | None = None) ->
 
 
 def offered_rate(config: SimConfig) -> float:
+    """Requests per second arriving: the setting, the workload's own, or a recording's as played
+    (its requests over the time they took to arrive)."""
+    if is_recorded(config.workload):
+        reqs = requests_for(config, deployment(config)[0])
+        return (len(reqs) - 1) / reqs[-1].arrival_s if len(reqs) > 1 and reqs[-1].arrival_s > 0 else 0.0
     return config.rate_per_s if config.rate_per_s is not None else get_workload(config.workload).rate_per_s
+
+
+def at_rate(config: SimConfig, factor: float, requests: int) -> SimConfig:
+    """`config` with `factor` times its arrival rate: a recording is played that much faster."""
+    if is_recorded(config.workload):
+        return replace(config, time_scale=config.time_scale * factor, requests=requests)
+    return replace(config, rate_per_s=offered_rate(config) * factor, requests=requests)
 
 
 class SimJob(Job):
@@ -124,32 +139,32 @@ class SimJob(Job):
         a, b = (c.checked() for c in configs(self.settings))
         spec, hardware, scenario = deployment(a)
         step = StepTime.fit(spec, hardware, scenario)
-        requests = self.uploaded if self.uploaded is not None else requests_for(a, spec)
+        requests, played = (self.uploaded, None) if self.uploaded is not None else workload_requests(a, spec)
         self.progress = f"simulating {a.policy} on {len(requests):,} requests"
         # SimulationStopped: the reader stopped it or left (the status says which), or the time cap below
         with contextlib.suppress(SimulationStopped):
-            self._simulate_all(a, b, requests, step)
+            self._simulate_all(a, b, requests, step, played)
         if self.timed_out:
             raise ValueError(f"the simulation was stopped after {MAX_JOB_S:g} s, the most one page's simulation "
                              "may hold this server's CPU; use fewer requests or shorter outputs")
 
-    def _simulate_all(self, a: SimConfig, b: SimConfig, requests: list[Request], step: StepTime) -> None:
-        self.results = [simulate(a, requests, step, should_stop=self.should_stop)]
+    def _simulate_all(self, a: SimConfig, b: SimConfig, requests: list[Request], step: StepTime,
+                      played: Played | None) -> None:
+        self.results = [simulate(a, requests, step, should_stop=self.should_stop, played=played)]
         if self.should_stop():
             return
         self.progress = f"simulating {b.policy} on the same requests"
-        self.results.append(simulate(b, requests, step, should_stop=self.should_stop))
+        self.results.append(simulate(b, requests, step, should_stop=self.should_stop, played=played))
         if self.uploaded is not None:
             return  # a replayed file has its own arrival times: no rate to sweep
-        rate = offered_rate(a)
+        rate = offered_rate(replace(a, requests=SWEEP_REQUESTS))
         for config in (a, b):
             points = []
             for factor in sweep_factors(float(self.settings.get("sweep", 1.5))):
                 if self.should_stop():
                     return
                 self.progress = f"sweeping the arrival rate: {config.policy} at {rate * factor:.3g}/s"
-                run = simulate(replace(config, rate_per_s=rate * factor, requests=SWEEP_REQUESTS), step=step,
-                               should_stop=self.should_stop)
+                run = simulate(at_rate(config, factor, SWEEP_REQUESTS), step=step, should_stop=self.should_stop)
                 m = run.metrics
                 points.append({"rate_per_s": rate * factor, "throughput_tok_s": m["throughput_tok_s"],
                                "tpot_p99_s": m["tpot_p99_s"], "ttft_p99_s": m["ttft_p99_s"],

@@ -15,6 +15,7 @@ from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policies import POLICIES
 from core.sim.simulate import DEFAULT_HARDWARE, DEFAULT_MODEL, MAX_INSTANCES
+from core.sim.traffic import recordings
 from core.sim.workload import ARRIVALS, load_workloads
 from core.spec import list_model_presets
 
@@ -24,7 +25,8 @@ DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dty
                             "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
                             "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
                             "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0,
-                            "sweep": 1.5}
+                            "sweep": 1.5, "tscale": 1.0, "wstart": 0}
+MAX_TIME_SCALE = 100.0  # a recorded trace played at most this many times faster (or slower: its inverse)
 
 
 def policy_choices() -> list[str]:
@@ -42,7 +44,7 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "dtype": lambda t: t if t in DTYPES else None,
         "tp": lambda t: whole(t, 1, 64),
         "inst": lambda t: whole(t, 1, MAX_INSTANCES),
-        "work": lambda t: t if t in load_workloads() else None,
+        "work": lambda t: t if t in load_workloads() or t in recordings() else None,
         "arrival": lambda t: t if t in ARRIVALS else None,
         "rate": lambda t: number(t, 0.0, 10_000.0),
         "n": lambda t: whole(t, 10, MAX_PAGE_REQUESTS),
@@ -58,6 +60,8 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "omed": lambda t: whole(t, 0, 131_072),
         "sigma": lambda t: number(t, 0.0, 3.0),
         "sweep": lambda t: number(t, 0.5, 4.0),
+        "tscale": lambda t: number(t, 1 / MAX_TIME_SCALE, MAX_TIME_SCALE),
+        "wstart": lambda t: whole(t, 0, 59),
     }
     return link_params.parse(raw, DEFAULTS, checks)
 

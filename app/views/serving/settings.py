@@ -16,6 +16,7 @@ from app.views.serving import link, state
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policies import POLICIES
+from core.sim.traffic import recordings
 from core.sim.workload import ARRIVALS, MAX_UPLOAD_BYTES, load_workloads, read_arrivals
 from core.spec import list_model_presets
 
@@ -87,32 +88,50 @@ def render() -> dict[str, Any]:
         t2.number_input("TPOT target (s)", 0.0001, 10.0, step=0.01, key=_key("tpot"), format="%.4f")
     with c2:
         st.markdown("**The requests**")
-        works = load_workloads()
-        st.selectbox("Workload", list(works), key=_key("work"), format_func=lambda w: works[w].label)
+        works, traces = load_workloads(), recordings()
+        st.selectbox("Workload", [*works, *traces], key=_key("work"),
+                     format_func=lambda w: works[w].label if w in works else traces[w].label,
+                     help="A synthetic mix drawn at the rate you choose, or production traffic recorded on a real "
+                          "service (arrival times and token counts, no text) played as it came.")
+        trace = traces.get(st.session_state[_key("work")])
+        if trace is not None:  # a recording keeps its own arrivals and lengths
+            for name in ("tscale", "wstart"):  # drawn only for a recording: Streamlit forgets them in between
+                st.session_state.setdefault(_key(name), link.DEFAULTS[name])
+            st.caption(f"Source: {trace.source} ({trace.licence}; {trace.attribution}). Prompts longer than the "
+                       "model's context window are left out, and counted.")
+            w1, w2 = st.columns(2)
+            w1.number_input("Time scale (× its requests per second)", 1 / link.MAX_TIME_SCALE, link.MAX_TIME_SCALE,
+                            step=0.5, key=_key("tscale"), format="%.2f",
+                            help="2 plays the recording twice as fast (every gap halved), 0.5 half as fast.")
+            w2.number_input("Start at minute", 0, 59, step=1, key=_key("wstart"),
+                            help="Where in the recorded hour to start; the requests below are taken from there.")
         r1, r2 = st.columns(2)
-        r1.selectbox("Arrivals", ARRIVALS, key=_key("arrival"),
+        r1.selectbox("Arrivals", ARRIVALS, key=_key("arrival"), disabled=trace is not None,
                      format_func=lambda a: {"poisson": "Poisson (steady)", "bursty": "bursty (clumps)"}[a])
         r2.number_input("Requests", 10, link.MAX_PAGE_REQUESTS, step=100, key=_key("n"))
-        default_rate = works[st.session_state[_key("work")]].rate_per_s
+        default_rate = works[st.session_state[_key("work")]].rate_per_s if trace is None else None
         st.number_input("Arrival rate (requests per second; 0 = the workload's own)", 0.0, 10_000.0, step=1.0,
-                        key=_key("rate"), help=f"This workload's own rate is {default_rate:g}/s: close to what "
-                                               "the default deployment can sustain.")
+                        key=_key("rate"), disabled=trace is not None,
+                        help="A recording arrives at its own pace: use its time scale." if trace is not None else
+                        f"This workload's own rate is {default_rate:g}/s: close to what the default deployment can "
+                        "sustain.")
         p1, p2 = st.columns(2)
-        p1.number_input("Prompt length × ", 0.1, 8.0, step=0.5, key=_key("pscale"),
+        p1.number_input("Prompt length × ", 0.1, 8.0, step=0.5, key=_key("pscale"), disabled=trace is not None,
                         help="Multiplies every prompt of the workload: watch what long prompts do to each policy.")
-        p2.number_input("Seed", 0, 2**32 - 1, step=1, key=_key("seed"),
+        p2.number_input("Seed", 0, 2**32 - 1, step=1, key=_key("seed"), disabled=trace is not None,
                         help="The same seed gives the same arrivals, so both policies see the same requests.")
         with st.expander("Your own lengths"):
-            st.caption("Replace the workload's mix with one log-normal shape of your own (0 keeps the workload's).")
+            st.caption("Replace the workload's mix with one log-normal shape of your own (0 keeps the workload's)."
+                       + (" A recording keeps its own lengths." if trace is not None else ""))
             l1, l2, l3 = st.columns(3)
-            l1.number_input("Prompt median", 0, 131_072, step=100, key=_key("pmed"))
-            l2.number_input("Output median", 0, 131_072, step=50, key=_key("omed"))
-            l3.number_input("Spread (σ of log)", 0.0, 3.0, step=0.1, key=_key("sigma"))
+            l1.number_input("Prompt median", 0, 131_072, step=100, key=_key("pmed"), disabled=trace is not None)
+            l2.number_input("Output median", 0, 131_072, step=50, key=_key("omed"), disabled=trace is not None)
+            l3.number_input("Spread (σ of log)", 0.0, 3.0, step=0.1, key=_key("sigma"), disabled=trace is not None)
         st.file_uploader("…or replay an arrival file (JSONL or CSV)", type=["jsonl", "json", "csv"],
                          key=state.SV_UPLOAD, max_upload_size=2,  # MB: the box then says the real cap
                          help="One request per line: arrival_s, prompt_tokens, output_tokens (JSONL objects, or CSV "
-                              "with those columns), up to 2 MB and 20,000 requests. Read as data and kept only in "
-                              "this browser session.")
+                              "with those columns), or a trace in Mooncake's JSONL or the Azure trace's CSV; up to 2 MB "
+                              "and 20,000 requests. Read as data and kept only in this browser session.")
         message = st.session_state.get(state.SV_UPLOAD_MESSAGE)
         if message:
             st.error(plain(message) + " Your settings are unchanged.")
@@ -137,7 +156,7 @@ def render() -> dict[str, Any]:
                        "of the arrival rate.")
         st.number_input("KV blocks per copy (0 = what memory holds)", 0, 10_000_000, step=500, key=_key("kv"),
                         help="Blocks of 16 tokens. Cut it to watch requests wait and decodes get preempted.")
-    settings = {key: st.session_state[_key(key)] for key in link.DEFAULTS}
+    settings = {key: st.session_state.get(_key(key), default) for key, default in link.DEFAULTS.items()}
     use = bool(uploaded) and st.session_state.get(state.SV_USE_UPLOAD, False)
     return {**settings, "uploaded": uploaded if use else None}
 

@@ -105,10 +105,18 @@ def verdict(ra: SimResult, rb: SimResult, source: str | None = None) -> str:
     lines = []
     n = len(ra.requests)
     cfg = ra.config
-    if source is None:
+    if source is None and ra.played is not None:
+        p = ra.played
+        speed = "as recorded" if p.time_scale == 1 else f"at {p.time_scale:g}× its recorded rate"
+        source = (f"recorded traffic: {p.recording.short}, from minute {p.window_start_s / 60:g} of it, {speed}: "
+                  f"about {offered_rate(cfg):.3g} per second")
+    elif source is None:
         custom = (cfg.prompt_median, cfg.output_median, cfg.length_sigma) != (None, None, None)
         source = f"{'custom lengths' if custom else cfg.workload}, about {offered_rate(cfg):g} per second"
     lines.append(f"**{n:,} requests** ({source}) on the same arrivals for both. All figures simulated.")
+    if ra.left_out:
+        lines[0] += (f" {ra.left_out:,} more {'was' if ra.left_out == 1 else 'were'} left out: longer than "
+                     f"{cfg.model}'s context window.")
 
     def compare(metric: str, what: str, better_low: bool = True) -> str:
         x, y = ma[metric], mb[metric]

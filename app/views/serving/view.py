@@ -123,9 +123,11 @@ def _show(job: SimJob) -> None:
                                                                                         strict=True)}),
                         key="sv_chart_sweep")
         top = float(job.settings.get("sweep", 1.5))
-        st.caption(f"Each point is a separate simulation of {job.sweep_requests:,} requests at that arrival rate "
-                   f"(six rates, evenly up to {top:g} × the {offered_rate(ra.config):g}/s above; the slider "
-                   "beside the deployment moves the top). "
+        how = (f"the recording's first {job.sweep_requests:,} requests from the same minute, played at six "
+               f"speeds (evenly up to {top:g} × the time scale above" if ra.played is not None else
+               f"{job.sweep_requests:,} requests at that arrival rate (six rates, evenly up to {top:g} × the "
+               f"{offered_rate(ra.config):g}/s above")
+        st.caption(f"Each point is a separate simulation of {how}; the slider beside the deployment moves the top). "
                    "As the rate rises, throughput climbs until the machine saturates; what a policy pays for it "
                    "in p99 TPOT is the trade-off serving papers plot.")
     else:
