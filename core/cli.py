@@ -106,17 +106,21 @@ def cmd_simulate(args) -> int:
     import json
     from pathlib import Path
 
-    from core.sim.simulate import SimConfig, simulate
+    from core.sim.simulate import SimConfig, engine_limits, simulate
     from core.sim.workload import MAX_FILE_BYTES, read_arrivals
 
+    given = {"model": args.model, "dtype": args.dtype, "tp": args.tp, "instances": args.instances,
+             "budget": args.budget, "kv_blocks": args.kv_blocks, "max_batch": args.max_batch,
+             "block_tokens": args.block_size, "request_overhead_s": args.request_overhead}
+    # a real engine's fit brings its own setting; flags given explicitly still win
+    chosen = {**(engine_limits(args.hardware) or {}), **{k: v for k, v in given.items() if v is not None}}
     config = SimConfig(policy=args.policy, workload=args.workload, requests=args.requests, rate_per_s=args.rate,
-                       arrival=args.arrival, seed=args.seed, model=args.model, hardware=args.hardware,
-                       dtype=args.dtype, tp=args.tp, instances=args.instances, budget=args.budget,
-                       kv_blocks=args.kv_blocks, ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
+                       arrival=args.arrival, seed=args.seed, hardware=args.hardware,
+                       ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
                        prompt_scale=args.prompt_scale, output_scale=args.output_scale,
                        prompt_median=args.prompt_median, output_median=args.output_median,
-                       length_sigma=args.length_sigma, max_batch=args.max_batch, time_scale=args.time_scale,
-                       window_start_s=args.window_start, window_s=args.window)
+                       length_sigma=args.length_sigma, time_scale=args.time_scale,
+                       window_start_s=args.window_start, window_s=args.window, **chosen)
     requests = None
     if args.arrivals:
         path = Path(args.arrivals)
@@ -201,17 +205,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arrival", default="poisson", choices=["poisson", "bursty"])
     s.add_argument("--arrivals", help="replay an arrival file instead (JSONL or CSV: arrival_s, prompt_tokens, "
                                       "output_tokens; or Mooncake's JSONL, or the Azure trace's CSV), up to 64 MB")
-    s.add_argument("--model", default=DEFAULT_MODEL, help=f"a model preset (default {DEFAULT_MODEL})")
+    s.add_argument("--model", default=None, help=f"a model preset (default {DEFAULT_MODEL}; an engine fit's own)")
     s.add_argument("--hardware", default=DEFAULT_HARDWARE,
                    help=f"a GPU preset (default {DEFAULT_HARDWARE}), or a real engine's fit saved by "
                         "`engine calibrate` (e.g. vllm-b256: the embedded model in bf16)")
-    s.add_argument("--dtype", default="bf16", choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"])
-    s.add_argument("--tp", type=int, default=1, help="devices per model copy (default 1)")
-    s.add_argument("--instances", type=int, default=2,
-                   help="model copies (default 2); disaggregated uses half for prefill, half for decode")
-    s.add_argument("--budget", type=int, default=512, help="chunked: tokens per iteration (default 512)")
+    s.add_argument("--dtype", default=None, choices=["fp32", "bf16", "fp16", "fp8", "int8", "int4"],
+                   help="default bf16, or the dtype an engine fit served")
+    s.add_argument("--tp", type=int, default=None, help="devices per model copy (default 1)")
+    s.add_argument("--instances", type=int, default=None,
+                   help="model copies (default 2, an engine fit 1); disaggregated uses half for prefill, half for decode")
+    s.add_argument("--budget", type=int, default=None,
+                   help="chunked: tokens per iteration (default 512, or an engine fit's --max-num-batched-tokens)")
     s.add_argument("--kv-blocks", type=int, default=None,
-                   help="KV blocks of 16 tokens per copy (default: 0.9 of memory less the weights)")
+                   help="KV blocks per copy (default: 0.9 of memory less the weights, or the engine's own capacity)")
+    s.add_argument("--block-size", type=int, default=None, help="tokens per KV block (default 16, or the engine's)")
+    s.add_argument("--request-overhead", type=float, default=None,
+                   help="seconds each request costs before it queues (HTTP, tokenizing; default 0, or an engine "
+                        "fit's fitted figure)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--prompt-scale", type=float, default=1.0, help="multiply every prompt length (default 1)")
     s.add_argument("--output-scale", type=float, default=1.0, help="multiply every output length (default 1)")
@@ -220,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output-median", type=float, default=None, help="custom lengths: the same for outputs")
     s.add_argument("--length-sigma", type=float, default=None,
                    help="custom lengths: spread, sigma of the log (default: the workload's)")
-    s.add_argument("--max-batch", type=int, default=256, help="sequences per iteration at most (default 256)")
+    s.add_argument("--max-batch", type=int, default=None,
+                   help="running sequences at most, the rest queue (default 256, or an engine fit's --max-num-seqs)")
     s.add_argument("--ttft-target", type=float, default=1.0, help="goodput: TTFT target in s (default 1)")
     s.add_argument("--tpot-target", type=float, default=0.05, help="goodput: TPOT target in s (default 0.05)")
     s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")

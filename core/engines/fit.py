@@ -44,6 +44,12 @@ ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra", "attention")
 PREFILL_LENGTHS = (32, 256, 768, 1536)
 DECODE_BATCHES = (1, 4, 8, 16)
 DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
+# Prompts sent at once, to separate a per-request cost outside the forwards (HTTP, tokenizing, one
+# request at a time in the engine's front end) from a forward's own fixed cost: one prompt pays both
+# once; k prompts sent together pay the forward's once and the front end's k times.
+CONCURRENT = (1, 4, 8, 16)
+CONCURRENT_PROMPT = 32
+REQUEST_COST_GRID_S = tuple(i / 2000 for i in range(0, 81))  # 0 to 40 ms in steps of 0.5 ms
 FITS_FORMAT = 3  # 2: each fit carries the ceilings it was fitted on; 3: and the attention extra
 KV_SPACE_BYTES = 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1 (core.engines.launch)
 
@@ -97,6 +103,68 @@ def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7,
     return samples
 
 
+def probe_concurrent(client: EngineClient, repeats: int = 2, seed: int = 11) -> list[tuple[int, list[float]]]:
+    """(k, each request's measured TTFT, sorted) for k short prompts sent at the same moment."""
+    out: list[tuple[int, list[float]]] = []
+    rid = 20_000
+    for rep in range(repeats):
+        for k in CONCURRENT:
+            requests = [Request(rid + i, 0.0, CONCURRENT_PROMPT, 1) for i in range(k)]
+            rid += k
+            run = play(client, requests, _probe_run(), seed=seed + rid + 1000 * rep, timeout_s=120)
+            ttfts = sorted(r.ttft_s for r in run.requests if not r.error and r.ttft_s is not None)
+            if len(ttfts) == k:
+                out.append((k, ttfts))
+    return out
+
+
+def simulated_ttfts(predictor: Predictor, setting: EngineSetting, k: int, request_cost_s: float) -> list[float]:
+    """The simulator's TTFTs, sorted, for k CONCURRENT_PROMPT-token prompts sent together to an engine
+    with this fit, budget, sequence limit and per-request cost."""
+    from core.deployment import Scenario
+    from core.sim.simulate import SimConfig, simulate
+    from core.sim.steptime import StepTime
+
+    spec = embedded_spec()
+    scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=predictor.dtype, tp=1).resolved()
+    step = StepTime.fit(spec, predictor.hardware, scenario, predictor)
+    config = SimConfig(policy="chunked", requests=k, model="smollm2-135m", dtype=predictor.dtype, instances=1,
+                       budget=max(16, setting.budget), max_batch=setting.max_seqs, kv_blocks=100_000,
+                       request_overhead_s=request_cost_s)
+    result = simulate(config, [Request(i, 0.0, CONCURRENT_PROMPT, 1) for i in range(k)], step=step,
+                      deployed=(spec, predictor.hardware, scenario))
+    return sorted(t[0] for t in result.token_s if t)
+
+
+def fit_with_request_cost(samples: list[tuple[dict | list[dict], str, float]],
+                          concurrent: list[tuple[int, list[float]]], setting: EngineSetting
+                          ) -> tuple[Predictor, float]:
+    """The fit and the per-request cost that together best match both the forwards (a prefill probe's
+    TTFT is the cost plus its forwards) and the concurrent prompts' TTFTs, searched over
+    REQUEST_COST_GRID_S. Without concurrent samples the cost is 0 and the fit is fit_engine's."""
+    if not concurrent:
+        return fit_engine(samples, setting), 0.0
+    best: tuple[float, Predictor, float] | None = None
+    for cost in REQUEST_COST_GRID_S:
+        shifted = [(c, p, m - cost if p == "prefill" else m) for c, p, m in samples]
+        if any(m <= 0 for _, _, m in shifted):
+            break
+        try:
+            pred = fit_engine(shifted, setting)
+        except EngineError:
+            continue
+        errors = [abs(_predicted(pred, c, p) - m) / m for c, p, m in shifted]
+        for k, measured in concurrent:
+            sim = simulated_ttfts(pred, setting, k, cost)
+            errors += [abs(s - m) / m for s, m in zip(sim, measured, strict=False) if m > 0]
+        score = sum(errors) / len(errors)
+        if best is None or score < best[0]:
+            best = (score, pred, cost)
+    if best is None:
+        return fit_engine(samples, setting), 0.0
+    return best[1], best[2]
+
+
 def steady_step_s(token_s: list[float]) -> float | None:
     """A stream's mean time per token between its first and last SKIP tokens (the ramps left out).
     The mean over that span, not the median gap: a busy engine streams several tokens in one event,
@@ -146,13 +214,21 @@ def _path():
 
 
 def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict | list[dict], str, float]],
-         engine_version: str = "") -> dict[str, Any]:
+         engine_version: str = "", capacity: dict[str, int] | None = None,
+         request_overhead_s: float = 0.0) -> dict[str, Any]:
+    """Save the fit with everything the simulator needs of its engine: the token budget, the most
+    running sequences, the KV capacity and block size (`capacity`, read from the engine; computed
+    from the KV space it was given when the engine does not publish it) and the per-request cost."""
     from core.cost import kv_bytes_per_token
 
     dtype = normalize_dtype(predictor.dtype)
+    read = capacity is not None
     entry = {"coef": dict(predictor.coef), "dtype": dtype, "engine": setting.engine,
              "engine_version": engine_version, "budget": setting.budget, "max_seqs": setting.max_seqs,
-             "kv_tokens": KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), dtype),
+             "kv_tokens": capacity["kv_tokens"] if read else KV_SPACE_BYTES // kv_bytes_per_token(embedded_spec(), dtype),
+             "block_size": capacity["block_size"] if read else 16,
+             "kv_source": "read from the engine's /metrics" if read else "computed from the KV space given",
+             "request_overhead_s": round(float(request_overhead_s), 6),
              "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
              "samples": [_sample_record(predictor, c, p, m) for c, p, m in samples],
              # the ceilings the coefficients multiply, kept with them: a later host calibration (or none,

@@ -146,13 +146,13 @@ def compare(run: EngineRun, sim_token_s: dict[int, list[float]], roles: dict[int
 def simulate_run(run: EngineRun, hardware: str, budget: int, max_seqs: int, policy: str = "chunked"):
     """The simulator on exactly the requests the engine was sent (arrivals = measured send times),
     priced with the engine's fitted coefficients (`hardware`: the saved fit's name)."""
-    from core.engines.fit import DEFAULT_DTYPE, saved_entry
-    from core.sim.simulate import SimConfig, simulate
+    from core.engines.fit import DEFAULT_DTYPE
+    from core.sim.simulate import SimConfig, engine_limits, simulate
 
     requests = as_requests(run)
-    dtype = (saved_entry(hardware) or {}).get("dtype", DEFAULT_DTYPE)
-    config = SimConfig(policy=policy, requests=len(requests), model="smollm2-135m", hardware=hardware,
-                       dtype=dtype, instances=1, budget=budget, max_batch=max_seqs)
+    limits = engine_limits(hardware) or {"model": "smollm2-135m", "dtype": DEFAULT_DTYPE, "instances": 1}
+    config = SimConfig(policy=policy, requests=len(requests), hardware=hardware,
+                       **{**limits, "budget": budget, "max_batch": max_seqs})
     result = simulate(config, requests)
     return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
 

@@ -54,6 +54,38 @@ def scrape(base_url: str, timeout_s: float = 3.0) -> dict[str, float]:
     return parse(r.text)
 
 
+def cache_config(base_url: str, timeout_s: float = 3.0) -> dict[str, int] | None:
+    """The KV cache an engine was started with, as it publishes it (vLLM: the labels of
+    `vllm:cache_config_info`): {"block_size", "kv_tokens"}; None where it publishes nothing usable."""
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/metrics", timeout=timeout_s, trust_env=False)
+        r.raise_for_status()
+        return parse_cache_config(r.text)
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def parse_cache_config(text: str) -> dict[str, int] | None:
+    """{"block_size", "kv_tokens"} from vLLM's `cache_config_info` labels (kv_cache_size_tokens, or
+    num_gpu_blocks x block_size); None when absent or not whole positive numbers."""
+    if len(text) > MAX_METRICS_BYTES:
+        return None
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if not sample.name.endswith("cache_config_info"):
+                    continue
+                labels = sample.labels
+                block = int(labels["block_size"])
+                tokens = labels.get("kv_cache_size_tokens")
+                kv = int(tokens) if tokens not in (None, "None") else int(labels["num_gpu_blocks"]) * block
+                if block > 0 and kv > 0:
+                    return {"block_size": block, "kv_tokens": kv}
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+    return None
+
+
 class Scraper:
     """Scrapes every `period_s` on a thread and hands each sample to `sink(t_s, values)`; a failed
     scrape is counted and skipped (the run's own records matter more than the engine's view)."""

@@ -30,6 +30,7 @@ class Copies(Protocol):
     """What a layout reads of the settings (core.sim.simulate.SimConfig has it)."""
 
     instances: int
+    request_overhead_s: float  # each request's cost in the copy's front end (HTTP, tokenizing): see front_end
 
     def prefill_count(self) -> int: ...
 
@@ -89,6 +90,19 @@ def _positions(requests: Sequence[Request]) -> tuple[list[Request], dict[int, in
     return sorted(requests, key=lambda r: (r.arrival_s, r.id)), index
 
 
+def front_end(seqs: list[Seq], cost_s: float) -> list[Seq]:
+    """Each copy's front end (HTTP, tokenizing) takes `cost_s` per request, one request at a time, in
+    arrival order: a request reaches the scheduler `cost_s` after the one before it has, or after it
+    arrived, whichever is later. A burst therefore queues here too, as it does in front of a real engine."""
+    if cost_s <= 0:
+        return seqs
+    ready = float("-inf")
+    for s in seqs:
+        ready = max(s.request.arrival_s, ready) + cost_s
+        s.available_s = ready
+    return seqs
+
+
 @register
 class Colocated(Layout):
     name = "colocated"
@@ -98,7 +112,8 @@ class Colocated(Layout):
         ordered, index = _positions(requests)
         out, n = Served.empty(len(requests)), setting.config.instances
         for k in range(n):
-            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n]]
+            seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n]],
+                             setting.config.request_overhead_s)
             out.servers.append(("both", run_server(seqs, setting.policy(), setting.step, setting.blocks,
                                                    setting.state, should_stop=setting.should_stop)))
             for s in seqs:
@@ -124,7 +139,7 @@ class Disaggregated(Layout):
         n_pre, link = config.prefill_count(), setting.link
         handoffs = []
         for k in range(n_pre):
-            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]]
+            seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]], config.request_overhead_s)
             out.servers.append(("prefill", run_server(seqs, setting.policy("prefill"), setting.step, setting.blocks,
                                                       setting.state, hand_off=True, should_stop=setting.should_stop)))
             link_free = 0.0

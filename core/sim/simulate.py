@@ -65,6 +65,8 @@ class SimConfig:
     length_sigma: float | None = None
     ttft_target_s: float = 1.0
     tpot_target_s: float = 0.05
+    block_tokens: int = BLOCK_TOKENS  # KV block size (vLLM's CPU build: 128)
+    request_overhead_s: float = 0.0  # a request's cost outside the forward passes (HTTP, tokenizing), before it queues
     time_scale: float = 1.0  # a recorded trace: 2 plays it at twice its requests per second
     window_start_s: float = 0.0  # a recorded trace: where in the recording to start
     window_s: float | None = None  # a recorded trace: how long a slice (None: to the end)
@@ -75,12 +77,16 @@ class SimConfig:
                                        ("token budget", self.budget, 16, 1 << 20),
                                        ("batch limit", self.max_batch, 1, 4096),
                                        ("prefill token limit", self.max_prefill_tokens, 16, 1 << 22),
+                                       ("KV block size", self.block_tokens, 1, 4096),
                                        ("seed", self.seed, 0, 2**32 - 1)):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(f"{name} must be a whole number from {low:,} to {high:,}, got {value!r}")
         if self.kv_blocks is not None and (isinstance(self.kv_blocks, bool) or not isinstance(self.kv_blocks, int)
                                            or not 1 <= self.kv_blocks <= MAX_KV_BLOCKS):
             raise ValueError(f"KV blocks must be a whole number from 1 to {MAX_KV_BLOCKS:,}, got {self.kv_blocks!r}")
+        if isinstance(self.request_overhead_s, bool) or not isinstance(self.request_overhead_s, (int, float)) \
+                or not 0 <= self.request_overhead_s <= 60:
+            raise ValueError(f"the per-request cost must be 0 to 60 s, got {self.request_overhead_s!r}")
         for name, value in (("TTFT target", self.ttft_target_s), ("TPOT target", self.tpot_target_s),
                             ("prompt scale", self.prompt_scale), ("output scale", self.output_scale)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1e6:
@@ -192,6 +198,25 @@ def engine_fit(config: SimConfig):
     return found
 
 
+def engine_limits(hardware: str) -> dict[str, Any] | None:
+    """The settings a real engine's fit carries (None when `hardware` names none): its model and dtype,
+    one copy on one device, its token budget, its maximum of running sequences (vLLM's --max-num-seqs),
+    its KV capacity and block size (read from the engine where it publishes them) and its per-request
+    cost outside the forward passes. `simulate --hardware <fit>` starts from these; flags win."""
+    from core.engines.fit import DEFAULT_DTYPE, saved_entry
+    from core.hardware import list_presets
+
+    if hardware in list_presets():
+        return None
+    entry = saved_entry(hardware)
+    if entry is None:
+        return None
+    block = int(entry.get("block_size", BLOCK_TOKENS))
+    return {"model": "smollm2-135m", "dtype": entry.get("dtype", DEFAULT_DTYPE), "tp": 1, "instances": 1,
+            "budget": int(entry["budget"]), "max_batch": int(entry["max_seqs"]), "block_tokens": block,
+            "kv_blocks": int(entry["kv_tokens"]) // block, "request_overhead_s": float(entry.get("request_overhead_s", 0.0))}
+
+
 def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:
     """The workload's requests for this config: same seed, same arrivals, whatever the policy."""
     return workload_requests(config, spec)[0]
@@ -258,13 +283,13 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     if config.kv_blocks is not None:
         blocks = config.kv_blocks
     elif engine:
-        blocks = int(engine[1]["kv_tokens"]) // BLOCK_TOKENS  # the KV space the engine was started with
+        blocks = int(engine[1]["kv_tokens"]) // config.block_tokens  # the KV space the engine was started with
     else:
-        blocks = kv_blocks_available(spec, hardware, scenario, BLOCK_TOKENS)
+        blocks = kv_blocks_available(spec, hardware, scenario, config.block_tokens)
     if blocks < 1:
         raise ValueError(f"{spec.name} in {config.dtype} does not fit in {config.tp} x {hardware.label}: no memory "
                          "is left for the KV cache; add devices (tensor parallelism) or pick a smaller dtype")
-    state = State(now_s=0.0, free_blocks=blocks, block_tokens=BLOCK_TOKENS, max_batch=config.max_batch,
+    state = State(now_s=0.0, free_blocks=blocks, block_tokens=config.block_tokens, max_batch=config.max_batch,
                   max_prefill_tokens=config.max_prefill_tokens, budget=config.budget)
     cls = get_policy(config.policy)
     setting = Setting(config, cls, step, blocks, state,

@@ -50,10 +50,10 @@ PROBE_REPEATS = 2  # as the page's and the CLI's calibration (core.engines.exper
 
 
 @pytest.fixture(scope="session")
-def vllm_probe(vllm) -> list:
-    """The engine's probe samples (core.engines.fit.probe), measured once per session while no page
-    or browser shares the cores with it, and fitted by each test under the name it needs
-    (experiments.fit_samples): probing takes about half a minute a time."""
-    from core.engines import fit as engine_fit
+def vllm_probe(vllm) -> tuple:
+    """The engine's probe (core.engines.experiments.probe: its forwards and its concurrent prompts),
+    measured once per session while no page or browser shares the cores with it, and fitted by each
+    test under the name it needs (experiments.fit_samples): probing takes about half a minute a time."""
+    from core.engines import experiments
 
-    return engine_fit.probe(vllm.client, vllm.setting.budget, repeats=PROBE_REPEATS, dtype=vllm.setting.dtype)
+    return experiments.probe(vllm, repeats=PROBE_REPEATS)

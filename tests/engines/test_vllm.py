@@ -105,6 +105,12 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm, vllm_prob
     assert phases.count("prefill") == PROBE_REPEATS * len(engine_fit.PREFILL_LENGTHS)
     assert phases.count("decode") == PROBE_REPEATS * len(engine_fit.DECODE_BATCHES)
     assert all(s["measured_s"] > 0 and s["predicted_s"] > 0 for s in entry["samples"])
+    # its limits come with it: the KV capacity and block size as the engine publishes them, the cost
+    # a request pays outside the forwards (fitted on prompts sent together), the running-sequence cap
+    assert entry["kv_source"].startswith("read") and entry["block_size"] == 128 and entry["kv_tokens"] > 0
+    assert 0 <= entry["request_overhead_s"] <= engine_fit.REQUEST_COST_GRID_S[-1]
+    assert [k for k, _ in vllm_probe[1]] == list(engine_fit.CONCURRENT) * PROBE_REPEATS
+    assert entry["max_seqs"] == vllm.setting.max_seqs
     result = experiments.stall(vllm, StallWorkload(streams=2, short_output=32, long_at_s=0.3))
     sim = result["simulated"]
     run = EngineRun.from_dict(result["run"])
