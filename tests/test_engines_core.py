@@ -526,3 +526,31 @@ def test_a_running_sequence_cap_queues_the_rest():
     assert max(d for _, _, _, d, _, _ in iterations) <= 4
     assert capped.metrics["tpot_p50_s"] < free.metrics["tpot_p50_s"]
     assert capped.metrics["ttft_p99_s"] > free.metrics["ttft_p99_s"]
+
+
+def test_the_queueing_workload_is_steady_then_a_burst_with_long_prompts_in_it():
+    from core.engines.lab import QueueWorkload
+
+    work = QueueWorkload()
+    reqs, roles = work.requests(seed=0)
+    again, _ = work.requests(seed=0)
+    assert reqs == again and work.requests(seed=1)[0] != reqs  # reproducible from its seed
+    steady = [r for r in reqs if r.arrival_s < work.steady_s]
+    burst = [r for r in reqs if r.arrival_s >= work.steady_s]
+    assert all(r.arrival_s < work.steady_s + work.burst_s for r in reqs)
+    # the burst's rate is well above the steady phase's
+    assert len(burst) / work.burst_s > 2 * len(steady) / work.steady_s
+    longs = [r for r in reqs if roles[r.id] == LONG]
+    assert len(longs) == work.long_prompts and all(r in burst and r.prompt_tokens == work.long_prompt for r in longs)
+
+
+def test_per_request_errors_take_ttft_tpot_and_e2e_from_the_send():
+    from core.engines.lab import per_request_errors
+
+    run = _run([RequestRecord(0, 10, 3, 0.0, 0.0, [0.1, 0.2, 0.3], done=True),
+                RequestRecord(1, 10, 3, 0.5, 0.5, [1.0, 1.1, 1.2], done=True)])
+    sim = {0: [0.11, 0.21, 0.31], 1: [1.0, 1.2, 1.4]}  # request 1: TTFT exact, TPOT twice, E2E 0.9 / 0.7
+    errors = per_request_errors(run, sim)
+    assert errors["ttft"]["median"] == pytest.approx((0.1 + 0.0) / 2) and errors["ttft"]["requests"] == 2
+    assert errors["tpot"]["median"] == pytest.approx((0.0 + 1.0) / 2)
+    assert errors["e2e"]["p90"] == pytest.approx(0.0333333 + 0.9 * (2 / 7 - 0.0333333), rel=1e-4)

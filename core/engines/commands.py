@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engines.kinds import kind_of
-from core.engines.lab import StallWorkload
+from core.engines.lab import QueueWorkload, StallWorkload
 from core.engines.launch import MAKE_ENGINE_PORTS, ROOT, SETTINGS
 
 BUNDLE_PATH = ROOT / "assets" / "engines" / "stall-recording.json"
@@ -249,11 +249,12 @@ def cmd_bench(args) -> int:
             start_s = time.perf_counter() - t_start
             _say(0.2, f"{name}: calibrating")
             fit_entry = experiments.calibrate(live)
-            stalls, pois = [], []
+            stalls, pois, queues = [], [], []
             for k in range(REPEATS):
                 _say(0.3 + 0.2 * k, f"{name}: repeat {k + 1} of {REPEATS}")
                 stalls.append(experiments.stall(live, seed=k)["comparison"])
                 pois.append(experiments.poisson(live, seed=k)["comparison"])
+                queues.append(experiments.queueing(live, seed=k))
             if kind_of(setting.engine).tpot_experiment and tpot_engine is None:
                 tpot_engine = engine_tpot(live, prompt_ids)
         row = {"setting": name, "label": setting.label, "engine_version": live.version, "start_s": start_s,
@@ -263,11 +264,16 @@ def cmd_bench(args) -> int:
             row["stall_workload_" + key] = _median_spread([c[key] for c in stalls])
         for key in ("stall_measured_s", "stall_simulated_s", "stall_error"):
             row[key] = _median_spread([c[key] for c in stalls])
+        # past saturation: each request's error, median and p90 per repeat, then their median and spread
+        row["queueing"] = {f"{metric}_error_{q}": _median_spread([r["errors"][metric][q] for r in queues])
+                           for metric in ("ttft", "tpot", "e2e") for q in ("median", "p90")}
+        row["queueing"]["requests"] = [r["requests"] for r in queues]
+        row["queueing"]["peak_waiting"] = [r["peak_waiting"] for r in queues]
         settings_out.append(row)
     _say(0.9, "the project's runner on the same kind of prompt")
     runner = runner_tpot()
     out = {"settings": settings_out, "tpot": {"runner": runner, "engine": tpot_engine},
-           "repeats": REPEATS, "workloads": {"stall": StallWorkload().__dict__,
+           "repeats": REPEATS, "workloads": {"stall": StallWorkload().__dict__, "queueing": QueueWorkload().__dict__,
                                              "poisson": {"requests": experiments.POISSON_REQUESTS,
                                                          "rate_per_s": experiments.POISSON.rate_per_s}},
            "bench_s": time.perf_counter() - t0}

@@ -19,7 +19,14 @@ from typing import Any
 
 from core.engines import fit as engine_fit
 from core.engines.kinds import kind_of
-from core.engines.lab import Comparison, StallWorkload, compare, simulate_run
+from core.engines.lab import (
+    Comparison,
+    QueueWorkload,
+    StallWorkload,
+    compare,
+    per_request_errors,
+    simulate_run,
+)
 from core.engines.player import play
 from core.engines.record import EngineRun
 from core.engines.session import LiveEngine
@@ -77,6 +84,19 @@ def stall(engine: LiveEngine, workload: StallWorkload | None = None, seed: int =
     sim, comparison = simulated(run, engine.setting.name)
     return {"setting": engine.setting.name, "label": engine.setting.label, "run": run.to_dict(),
             "simulated": {str(k): v for k, v in sim.items()}, "comparison": comparison.to_dict()}
+
+
+def queueing(engine: LiveEngine, workload: QueueWorkload | None = None, seed: int = 0) -> dict[str, Any]:
+    """Traffic past saturation (lab.QueueWorkload): the engine queues what its sequence cap and KV
+    space cannot run; the simulator, with the engine's fit and limits, is held to every request's
+    TTFT, TPOT and E2E (lab.per_request_errors)."""
+    requests, roles = (workload or QueueWorkload()).requests(seed)
+    run = play(engine.client, requests, new_run(engine, "queueing workload"), roles, seed=seed + 500,
+               metrics_url=engine.base_url, timeout_s=600)
+    sim, _ = simulate_run(run, engine.setting.name, int(run.settings["budget"]), int(run.settings["max_seqs"]))
+    waiting = [m["values"].get("vllm:num_requests_waiting", 0.0) for m in run.metrics]
+    return {"setting": engine.setting.name, "requests": len(requests), "errors": per_request_errors(run, sim),
+            "peak_waiting": max(waiting, default=None)}
 
 
 def poisson(engine: LiveEngine, seed: int = 0) -> dict[str, Any]:

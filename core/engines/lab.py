@@ -46,6 +46,71 @@ class StallWorkload:
         return Request(request_id, at_s, self.long_prompt, self.long_output)
 
 
+@dataclass(frozen=True)
+class QueueWorkload:
+    """Traffic that saturates the engine, so its waiting queue is not empty for a while: a steady
+    phase (Poisson at `steady_rate` for `steady_s`), then a burst past saturation (`burst_rate` for
+    `burst_s`), mixed lengths (log-normal prompts and outputs), and `long_prompts` long prompts in the
+    burst. Reproducible from its seed."""
+
+    steady_rate: float = 2.0
+    steady_s: float = 10.0
+    burst_rate: float = 7.0
+    burst_s: float = 4.0
+    prompt_median: float = 120.0
+    output_median: float = 48.0
+    long_prompts: int = 2
+    long_prompt: int = 1100
+    long_output: int = 32
+
+    def requests(self, seed: int = 0) -> tuple[list[Request], dict[int, str]]:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        times: list[float] = []
+        for start, rate, span in ((0.0, self.steady_rate, self.steady_s),
+                                  (self.steady_s, self.burst_rate, self.burst_s)):
+            t = start + float(rng.exponential(1 / rate))
+            while t < start + span:
+                times.append(t)
+                t += float(rng.exponential(1 / rate))
+        prompts = np.clip(np.rint(self.prompt_median * np.exp(0.8 * rng.standard_normal(len(times)))), 8, 800)
+        outputs = np.clip(np.rint(self.output_median * np.exp(0.5 * rng.standard_normal(len(times)))), 4, 160)
+        in_burst = [i for i, t in enumerate(times) if t >= self.steady_s]
+        longs = set(in_burst[len(in_burst) // 3::max(1, len(in_burst) // (self.long_prompts + 1))][:self.long_prompts])
+        reqs, roles = [], {}
+        for i, t in enumerate(times):
+            long = i in longs
+            reqs.append(Request(i, round(t, 6), self.long_prompt if long else int(prompts[i]),
+                                self.long_output if long else int(outputs[i])))
+            roles[i] = LONG if long else SHORT
+        return reqs, roles
+
+
+def per_request_errors(run: EngineRun, sim_token_s: dict[int, list[float]]) -> dict[str, dict[str, float | None]]:
+    """Each request's relative error of TTFT (from its sending), TPOT (mean gap after the first
+    token) and E2E (sending to last token), simulated against measured: median and p90 of each."""
+    import numpy as np
+
+    _, sent = measured_timelines(run)
+    errs: dict[str, list[float]] = {"ttft": [], "tpot": [], "e2e": []}
+    for r in run.requests:
+        sim = sim_token_s.get(r.id) or []
+        if r.error or not r.token_s or not sim:
+            continue
+        t0 = sent[r.id]
+        errs["ttft"].append(_rel(sim[0] - t0, r.token_s[0] - t0))
+        errs["e2e"].append(_rel(sim[-1] - t0, r.token_s[-1] - t0))
+        if len(r.token_s) > 1 and len(sim) > 1:
+            errs["tpot"].append(_rel((sim[-1] - sim[0]) / (len(sim) - 1), r.tpot_s))
+    out: dict[str, dict[str, float | None]] = {}
+    for key, values in errs.items():
+        kept = [v for v in values if v is not None]
+        out[key] = {"median": float(np.median(kept)) if kept else None,
+                    "p90": float(np.percentile(kept, 90)) if kept else None, "requests": len(kept)}
+    return out
+
+
 def as_requests(run: EngineRun) -> list[Request]:
     """The measured run's requests as the simulator takes them: arriving when they were really sent."""
     out = []
