@@ -83,11 +83,13 @@ def cmd_calibrate(args) -> int:
     from core.engines import experiments
     from core.engines.session import started
 
-    out = {}
+    out, entries = {}, {}
     for name in _names(args.only, ("vllm-b2048", "vllm-b256")):
         with started(SETTINGS[name], progress=_say) as live:
-            entry = experiments.calibrate(live)
-            out[name] = {k: v for k, v in entry.items() if k != "samples"}
+            entries[name] = experiments.calibrate(live)
+            out[name] = {k: v for k, v in entries[name].items() if k != "samples"}
+    if args.bundle:
+        experiments.engine_fit.bundle(entries)
     print(json.dumps(out) if args.json else json.dumps(out, indent=1))
     return 0
 
@@ -142,7 +144,7 @@ def cmd_play(args) -> int:
     if too_long:
         raise ValueError(f"{len(too_long)} request(s) exceed the engines' 4,096-token window (first: {too_long[0]})")
     with started(SETTINGS[name], progress=_say) as live:
-        if experiments.engine_fit.engine_predictor(name) is None or args.calibrate:
+        if experiments.engine_fit.engine_predictor(name, bundled=False) is None or args.calibrate:
             _say(0.2, f"{name}: calibrating the simulator to it")
             experiments.calibrate(live)
         run = play(live.client, requests, experiments.new_run(live, "arrival file" if args.arrivals else args.workload),
@@ -290,6 +292,8 @@ def add_parsers(sub) -> None:
     c = esub.add_parser("calibrate", help="probe an engine and save its fit under the setting's name")
     c.add_argument("--only", help="comma-separated settings (default vllm-b2048,vllm-b256)")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--bundle", action="store_true",
+                   help="also write the fits to assets/engines/fits.json, what a fresh clone's simulate uses")
     c.set_defaults(func=cmd_calibrate)
     r = esub.add_parser("record", help="regenerate the lab's bundled recording")
     r.add_argument("--only", help="comma-separated settings (default vllm-b2048,vllm-b256)")

@@ -19,6 +19,7 @@ import json
 import math
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -235,7 +236,7 @@ def save(setting: EngineSetting, predictor: Predictor, samples: list[tuple[dict 
              # on a server that has not calibrated) must not change what this fit predicts
              "base": {"hardware": predictor.hardware.to_dict(), "n_layers": predictor.n_layers,
                       "overhead_s": predictor.overhead_s, "bandwidth": predictor.bandwidth, "peak": predictor.peak}}
-    data = load_all()
+    data = load_all(bundled=False)
     data[setting.name] = entry
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,9 +253,12 @@ def _sample_record(predictor: Predictor, cost: dict | list[dict], phase: str, me
             "measured_s": measured, "predicted_s": _predicted(predictor, cost, phase)}
 
 
-def load_all() -> dict[str, dict[str, Any]]:
+BUNDLED_FITS = Path(__file__).resolve().parents[2] / "assets" / "engines" / "fits.json"
+
+
+def _read_fits(path: Path) -> dict[str, dict[str, Any]]:
     try:
-        raw = json.loads(_path().read_text())
+        raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict) or raw.get("format") != FITS_FORMAT or not isinstance(raw.get("fits"), dict):
@@ -262,12 +266,29 @@ def load_all() -> dict[str, dict[str, Any]]:
     return raw["fits"]
 
 
-def engine_predictor(name: str) -> tuple[Predictor, dict[str, Any]] | None:
+def bundle(entries: dict[str, dict[str, Any]]) -> None:
+    """Write `entries` (fits just made) over the bundled ones: `engine calibrate --bundle`."""
+    data = {**_read_fits(BUNDLED_FITS), **entries}
+    text = json.dumps({"format": FITS_FORMAT, "about": "Fits of the simulator to vLLM's CPU build, made by `python -m "
+                       "core engine calibrate --bundle` on the machine each entry's samples came from; used where "
+                       "this machine has none of its own (core.engines.fit.load_all).", "fits": data}, indent=1)
+    BUNDLED_FITS.write_text(text + "\n", encoding="utf-8")
+
+
+def load_all(bundled: bool = True) -> dict[str, dict[str, Any]]:
+    """Every saved fit by name: this machine's (the cache's), over the bundled ones (assets/engines/
+    fits.json: what a fresh clone's `simulate --hardware vllm-b256` uses, fitted where they say) when
+    `bundled`. The engine lab's live analyses ask for this machine's only."""
+    own = _read_fits(_path())
+    return {**_read_fits(BUNDLED_FITS), **own} if bundled else own
+
+
+def engine_predictor(name: str, bundled: bool = True) -> tuple[Predictor, dict[str, Any]] | None:
     """The fitted predictor saved under `name`, with its entry; None when there is none (or it is
     unreadable). Built from the entry alone: no host calibration is read."""
     from core.hardware import spec_from_dict
 
-    entry = load_all().get(name)
+    entry = load_all(bundled).get(name)
     if entry is None:
         return None
     try:
@@ -286,6 +307,6 @@ def engine_predictor(name: str) -> tuple[Predictor, dict[str, Any]] | None:
     return predictor, entry
 
 
-def saved_entry(name: str) -> dict[str, Any] | None:
+def saved_entry(name: str, bundled: bool = True) -> dict[str, Any] | None:
     """The saved fit's entry (coefficients, when, on which engine), read without building anything."""
-    return load_all().get(name)
+    return load_all(bundled).get(name)

@@ -48,9 +48,10 @@ class Analysis:
 
 
 def fit_entry(name: str) -> dict | None:
-    """The saved fit of the simulator to the engine named `name` (None when there is none).
-    Reads a small file; no measurement, so the script thread may call it."""
-    return saved_entry(name)
+    """This machine's fit of the simulator to the engine named `name` (None when there is none; a
+    bundled fit was made on another machine and is not used on a live engine here). Reads a small
+    file; no measurement, so the script thread may call it."""
+    return saved_entry(name, bundled=False)
 
 
 def analyse(run: EngineRun, endpoint: Endpoint) -> Analysis | None:
