@@ -554,3 +554,21 @@ def test_per_request_errors_take_ttft_tpot_and_e2e_from_the_send():
     assert errors["ttft"]["median"] == pytest.approx((0.1 + 0.0) / 2) and errors["ttft"]["requests"] == 2
     assert errors["tpot"]["median"] == pytest.approx((0.0 + 1.0) / 2)
     assert errors["e2e"]["p90"] == pytest.approx(0.0333333 + 0.9 * (2 / 7 - 0.0333333), rel=1e-4)
+
+
+def test_a_bundled_fit_serves_where_this_machine_has_none_but_never_a_live_analysis(tmp_path, monkeypatch):
+    from core.engines import fit as engine_fit
+
+    monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(engine_fit, "BUNDLED_FITS", tmp_path / "fits.json")
+    engine_fit.bundle({"vllm-b256": {"coef": {}, "budget": 256, "max_seqs": 16, "kv_tokens": 46592,
+                                     "fitted_at": "bundled"}})
+    assert engine_fit.saved_entry("vllm-b256")["fitted_at"] == "bundled"
+    assert engine_fit.saved_entry("vllm-b256", bundled=False) is None
+    own = tmp_path / "cache" / "engine-fits.json"
+    own.parent.mkdir()
+    own.write_text(json.dumps({"format": engine_fit.FITS_FORMAT, "fits": {"vllm-b256": {"fitted_at": "here"}}}))
+    assert engine_fit.saved_entry("vllm-b256")["fitted_at"] == "here"  # this machine's own wins
+    from app.views.engines.jobs import fit_entry
+    own.unlink()
+    assert fit_entry("vllm-b256") is None  # the lab never analyses a live engine with another machine's fit
