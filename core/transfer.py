@@ -15,7 +15,39 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-TRANSFER_MODELS = ("gpt2", "smollm2-360m", "qwen2.5-0.5b", "tinyllama-1.1b")
+# Phi-3-mini-4k-instruct's published config (no preset of its own: the what-if page lists
+# published models whose parameter counts the tests check).
+PHI3_MINI: dict[str, Any] = {
+    "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064, "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "hidden_act": "silu"}
+
+# One shape per family the cost model reads that transformers builds here: the published shape
+# where it fits this machine's memory and time, else the same shape with fewer layers (and, for the
+# mixture-of-experts and latent-attention ones, fewer or narrower experts, or a narrower width),
+# said in its note. name: (model preset, config fields replaced, note).
+TRANSFER_SHAPES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "gpt2": ("gpt2", {}, "published shape"),
+    "smollm2-360m": ("smollm2-360m", {}, "published shape (llama)"),
+    "qwen2.5-0.5b": ("qwen2.5-0.5b", {}, "published shape (qwen2)"),
+    "tinyllama-1.1b": ("tinyllama-1.1b", {}, "published shape (llama)"),
+    "pythia-1.4b/8L": ("pythia-1.4b", {"num_hidden_layers": 8}, "gpt_neox: 8 of 24 layers"),
+    "opt-1.3b/8L": ("opt-1.3b", {"num_hidden_layers": 8}, "opt: 8 of 24 layers"),
+    "falcon-7b/4L": ("falcon-7b", {"num_hidden_layers": 4}, "falcon: 4 of 32 layers"),
+    "mistral-7b/4L": ("mistral-7b-v0.1", {"num_hidden_layers": 4}, "mistral: 4 of 32 layers"),
+    "gemma-2-9b/4L": ("gemma-2-9b", {"num_hidden_layers": 4}, "gemma2: 4 of 42 layers"),
+    "phi-3-mini/6L": ("", {**PHI3_MINI, "num_hidden_layers": 6}, "phi3 (Phi-3-mini-4k's shape): 6 of 32 layers"),
+    "mixtral-8x7b/2L": ("mixtral-8x7b", {"num_hidden_layers": 2, "intermediate_size": 3584},
+                        "mixtral: 2 of 32 layers, experts a quarter as wide (8 experts, 2 per token kept)"),
+    "qwen3-30b-a3b/2L": ("qwen3-30b-a3b", {"num_hidden_layers": 2, "num_experts": 32},
+                         "qwen3_moe: 2 of 48 layers, 32 of 128 experts (8 per token kept)"),
+    "deepseek-v3/scaled": ("deepseek-v3", {"num_hidden_layers": 2, "first_k_dense_replace": 1, "hidden_size": 2048,
+                                           "intermediate_size": 5120, "n_routed_experts": 16, "n_group": 1,
+                                           "topk_group": 1, "moe_intermediate_size": 512, "vocab_size": 32000},
+                           "deepseek_v3 (latent attention, routed and shared experts): 2 of 61 layers, width "
+                           "2,048 of 7,168, 16 of 256 experts 512 wide, vocabulary 32,000"),
+}
+TRANSFER_MODELS = tuple(TRANSFER_SHAPES)
 PROMPT_LENGTHS = (16, 64, 256)
 NEW_TOKENS = 6  # one prefill and five decode steps per prompt length
 REPEATS = 3
@@ -34,19 +66,30 @@ def _log(message: str) -> None:
     print(f"[transfer] {message}", file=sys.stderr, flush=True)
 
 
+def transfer_config(name: str) -> dict[str, Any]:
+    """The Hugging Face config of a transfer shape: its preset's, with the fields its entry replaces."""
+    import json
+
+    from core.spec import ASSETS_DIR
+
+    preset, replaced, _ = TRANSFER_SHAPES[name]
+    base = json.loads((ASSETS_DIR / f"{preset}.json").read_text(encoding="utf-8")) if preset else {}
+    return {**base, **replaced, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+
+
 def _random_model(name: str):
     import torch
     import transformers
 
     from core.model import LoadedModel, ModelInfo
-    from core.spec import ASSETS_DIR, spec_from_json
+    from core.spec import spec_from_config
 
-    spec = spec_from_json(ASSETS_DIR / f"{name}.json", name=name)
-    config = transformers.AutoConfig.from_pretrained(ASSETS_DIR / f"{name}.json")
-    config.bos_token_id = config.eos_token_id = config.pad_token_id = None
+    raw = transfer_config(name)
+    spec = spec_from_config(raw, name=name)
+    config = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(0)
     with torch.no_grad():
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
     info = ModelInfo(id=name, weights_source="random", dtype="float32", params=spec.params_total)
     return LoadedModel(model=model, tokenizer=_IdTokenizer(), info=info), spec
 
@@ -104,7 +147,8 @@ def run_transfer(models: tuple[str, ...] = TRANSFER_MODELS) -> dict[str, Any]:
             "decode_measured_ms_median": round(statistics.median(r["measured_ms"] for r in mine
                                                                  if r["phase"] == "decode"), 2),
             "decode_predicted_ms_median": round(statistics.median(r["predicted_ms"] for r in mine
-                                                                  if r["phase"] == "decode"), 2)}
+                                                                  if r["phase"] == "decode"), 2),
+            "shape": TRANSFER_SHAPES[name][2]}
     return {"transfer_prefill_error_median": round(statistics.median(prefill), 4),
             "transfer_decode_error_median": round(statistics.median(decode), 4),
             "transfer_decode_error_max": round(max(decode), 4),

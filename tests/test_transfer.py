@@ -30,3 +30,18 @@ def test_measure_model_prices_every_forward_with_the_given_coefficients(monkeypa
     pred = replace(host_predictor(spec, "fp32", calibration=cal, use_fit=False), coef=coef)
     expected = pred.predict_s(cost_for_event(spec, 1, 8, 1, "fp32"), "decode") * 1000
     assert rows[1]["predicted_ms"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_one_shape_per_family_each_read_by_the_cost_model_and_said_when_scaled():
+    from core.spec import spec_from_config
+
+    families = {spec_from_config(transfer.transfer_config(n), name=n).model_type for n in transfer.TRANSFER_SHAPES}
+    assert {"llama", "qwen2", "gpt2", "gpt_neox", "opt", "falcon", "mistral", "gemma2", "phi3", "mixtral",
+            "qwen3_moe", "deepseek_v3"} <= families
+    for name, (_, replaced, note) in transfer.TRANSFER_SHAPES.items():
+        assert note and (not replaced or "of" in note), name  # a scaled shape says what was cut
+
+
+def test_a_scaled_latent_attention_shape_builds_with_the_parameters_the_spec_counts():
+    loaded, spec = transfer._random_model("deepseek-v3/scaled")
+    assert sum(p.numel() for p in loaded.model.parameters()) == spec.params_total
