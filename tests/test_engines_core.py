@@ -572,3 +572,17 @@ def test_a_bundled_fit_serves_where_this_machine_has_none_but_never_a_live_analy
     from app.views.engines.jobs import fit_entry
     own.unlink()
     assert fit_entry("vllm-b256") is None  # the lab never analyses a live engine with another machine's fit
+
+
+def test_a_fresh_clone_simulates_vllm_b256_with_the_bundled_fit(tmp_path):
+    """No calibration, no fit of this machine's own: the fit bundled in assets/engines/fits.json is
+    used, with its engine's limits."""
+    import os
+
+    out = subprocess.run([sys.executable, "-m", "core", "simulate", "--hardware", "vllm-b256", "--workload", "chat",
+                          "--requests", "30", "--json"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PDLAB_CACHE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    settings = json.loads(out.stdout)["settings"]
+    assert (settings["instances"], settings["budget"], settings["max_batch"], settings["block_tokens"]) == (1, 256, 16, 128)
+    assert not any(tmp_path.iterdir())  # nothing measured or written
