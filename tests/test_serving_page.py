@@ -284,7 +284,7 @@ def test_a_recording_plays_from_its_minute_at_its_scale_and_sweeps_its_speed():
     assert a.played is not None and a.played.window_start_s == 600 and a.played.time_scale == 2.0
     assert a.to_dict()["trace"]["trace"] == "azure-conv-2023" and len(a.requests) == 200
     assert [r.arrival_s for r in a.requests] == [r.arrival_s for r in b.requests]
-    base = serving_jobs.offered_rate(configs({**s, "n": serving_jobs.SWEEP_REQUESTS})[0])
+    base = serving_jobs.offered_rate(configs({**s, "n": serving_jobs.SWEEP_RECORDED_REQUESTS})[0])
     assert [p["rate_per_s"] for p in job.sweep["chunked"]] == pytest.approx([base * k / 4 for k in range(1, 7)])
     words = page_text.verdict(a, b)
     assert "recorded traffic: Azure conversation trace (2023), from minute 10 of it, at 2× its recorded rate" in words
@@ -301,3 +301,11 @@ def test_the_page_plays_a_recording_naming_its_source_and_what_it_left_out():
     assert "recorded traffic: Mooncake conversation trace" in verdict
     assert "more were left out: longer than tinyllama-1.1b's context window" in verdict
     assert at.number_input(key="sv_tscale").value == 1.0 and at.selectbox(key="sv_arrival").disabled
+
+
+@pytest.mark.parametrize("work", ["azure-code-2023", "azure-conv-2023", "mooncake-conv"])
+def test_each_recording_at_the_page_defaults_fits_a_page_simulation(work):
+    """Picking a recording must not be refused at its first look: its sweep plays fewer requests."""
+    s = {**link.DEFAULTS, "work": work}
+    serving_jobs.precheck(s)
+    assert serving_jobs.job_work(s) <= serving_jobs.MAX_JOB_WORK

@@ -31,6 +31,13 @@ from core.sim.workload import Request, get_workload
 
 SWEEP_POINTS = 6
 SWEEP_REQUESTS = 400
+# A recording's sweep plays fewer: the Mooncake trace's prompts run to thousands of tokens, and its
+# default page (1,000 requests, two policies, the sweep at 400) would be 8.5 million work units.
+SWEEP_RECORDED_REQUESTS = 150
+
+
+def sweep_requests(workload: str) -> int:
+    return SWEEP_RECORDED_REQUESTS if is_recorded(workload) else SWEEP_REQUESTS
 # The most work (core.sim.simulate.work_units: output tokens plus prompt tokens in 16s) one page's
 # job may do, its two policies and its rate sweep together. On this project's 2-core machines a job
 # did 0.3 to 2.5 million units a second (the default page: 2.1 million units in about 2 s; 5,000
@@ -70,7 +77,7 @@ def job_work(settings: dict[str, Any], uploaded: list[Request] | None = None) ->
     if uploaded is not None:
         return 2 * work_units(uploaded)
     main = work_units(requests_for(a, spec))
-    sweep = work_units(requests_for(replace(a, requests=SWEEP_REQUESTS), spec))
+    sweep = work_units(requests_for(replace(a, requests=sweep_requests(a.workload)), spec))
     return 2 * main + 2 * SWEEP_POINTS * sweep
 
 
@@ -125,7 +132,7 @@ class SimJob(Job):
         self.key: Any = None  # the page's settings key this job answers
         self.results: list[SimResult] = []
         self.sweep: dict[str, list[dict[str, Any]]] = {}
-        self.sweep_requests = SWEEP_REQUESTS
+        self.sweep_requests = sweep_requests(str(self.settings.get("work", "")))
         self.timed_out = False
 
     def should_stop(self) -> bool:
@@ -157,14 +164,14 @@ class SimJob(Job):
         self.results.append(simulate(b, requests, step, should_stop=self.should_stop, played=played))
         if self.uploaded is not None:
             return  # a replayed file has its own arrival times: no rate to sweep
-        rate = offered_rate(replace(a, requests=SWEEP_REQUESTS))
+        rate = offered_rate(replace(a, requests=self.sweep_requests))
         for config in (a, b):
             points = []
             for factor in sweep_factors(float(self.settings.get("sweep", 1.5))):
                 if self.should_stop():
                     return
                 self.progress = f"sweeping the arrival rate: {config.policy} at {rate * factor:.3g}/s"
-                run = simulate(at_rate(config, factor, SWEEP_REQUESTS), step=step, should_stop=self.should_stop)
+                run = simulate(at_rate(config, factor, self.sweep_requests), step=step, should_stop=self.should_stop)
                 m = run.metrics
                 points.append({"rate_per_s": rate * factor, "throughput_tok_s": m["throughput_tok_s"],
                                "tpot_p99_s": m["tpot_p99_s"], "ttft_p99_s": m["ttft_p99_s"],
