@@ -107,20 +107,38 @@ def cmd_simulate(args) -> int:
     from pathlib import Path
 
     from core.sim.simulate import SimConfig, engine_limits, simulate
-    from core.sim.workload import MAX_FILE_BYTES, read_arrivals
+    from core.sim.traffic import is_recorded
+    from core.sim.workload import MAX_FILE_BYTES, MAX_REQUESTS, read_arrivals
 
     given = {"model": args.model, "dtype": args.dtype, "tp": args.tp, "instances": args.instances,
              "budget": args.budget, "kv_blocks": args.kv_blocks, "max_batch": args.max_batch,
              "block_tokens": args.block_size, "request_overhead_s": args.request_overhead}
     # a real engine's fit brings its own setting; flags given explicitly still win
-    chosen = {**(engine_limits(args.hardware) or {}), **{k: v for k, v in given.items() if v is not None}}
-    config = SimConfig(policy=args.policy, workload=args.workload, requests=args.requests, rate_per_s=args.rate,
-                       arrival=args.arrival, seed=args.seed, hardware=args.hardware,
+    limits = engine_limits(args.hardware, args.block_size) or {}
+    chosen = {**limits, **{k: v for k, v in given.items() if v is not None}}
+    synthetic = {"--rate": args.rate, "--arrival": args.arrival, "--seed": args.seed, "--prompt-scale": args.prompt_scale,
+                 "--output-scale": args.output_scale, "--prompt-median": args.prompt_median,
+                 "--output-median": args.output_median, "--length-sigma": args.length_sigma}
+    recorded = {"--time-scale": args.time_scale, "--window-start": args.window_start, "--window": args.window}
+    playing = is_recorded(args.workload) and not args.arrivals
+    unused = [f for f, v in recorded.items() if v is not None] if not playing else []
+    if playing or args.arrivals:
+        unused += [f for f, v in synthetic.items() if v is not None]
+    if unused:
+        what = ("a recording plays its own arrivals and lengths" if playing else
+                "an arrival file has its own arrivals and lengths" if args.arrivals else
+                "they apply to a recorded trace (--workload azure-code-2023, azure-conv-2023 or mooncake-conv)")
+        raise ValueError(f"{', '.join(unused)} would change nothing here: {what}")
+    count = args.requests if args.requests is not None else (
+        MAX_REQUESTS if playing and args.window is not None else 1000)  # a window bounds a recording itself
+    picked = {k: v for k, v in {"rate_per_s": args.rate, "arrival": args.arrival, "seed": args.seed,
+                                "prompt_scale": args.prompt_scale, "output_scale": args.output_scale,
+                                "time_scale": args.time_scale, "window_start_s": args.window_start}.items()
+              if v is not None}
+    config = SimConfig(policy=args.policy, workload=args.workload, requests=count, hardware=args.hardware,
                        ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
-                       prompt_scale=args.prompt_scale, output_scale=args.output_scale,
                        prompt_median=args.prompt_median, output_median=args.output_median,
-                       length_sigma=args.length_sigma, time_scale=args.time_scale,
-                       window_start_s=args.window_start, window_s=args.window, **chosen)
+                       length_sigma=args.length_sigma, window_s=args.window, **picked, **chosen)
     requests = None
     if args.arrivals:
         path = Path(args.arrivals)
@@ -192,17 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workload", default="mix", choices=[*load_workloads(), *recordings()],
                    help="a synthetic mix, or recorded production traffic played as recorded: "
                         + "; ".join(f"{n}: {r.short}" for n, r in recordings().items()))
-    s.add_argument("--time-scale", type=float, default=1.0,
+    s.add_argument("--time-scale", type=float, default=None,
                    help="a recorded trace: multiply its requests per second (default 1: as recorded)")
-    s.add_argument("--window-start", type=float, default=0.0,
+    s.add_argument("--window-start", type=float, default=None,
                    help="a recorded trace: start this many seconds into the recording (default 0)")
     s.add_argument("--window", type=float, default=None,
                    help="a recorded trace: play only this many seconds of it (default: to the end, or --requests)")
-    s.add_argument("--requests", type=int, default=1000, help="requests to simulate (default 1000)")
+    s.add_argument("--requests", type=int, default=None,
+                   help="requests to simulate (default 1000; a recording played for a --window: all in it)")
     s.add_argument("--rate", type=float, default=None,
                    help="mean arrivals per second (default: the workload's, near saturation: chat 60, long-doc 4, "
                         "mix 24)")
-    s.add_argument("--arrival", default="poisson", choices=["poisson", "bursty"])
+    s.add_argument("--arrival", default=None, choices=["poisson", "bursty"], help="default poisson")
     s.add_argument("--arrivals", help="replay an arrival file instead (JSONL or CSV: arrival_s, prompt_tokens, "
                                       "output_tokens; or Mooncake's JSONL, or the Azure trace's CSV), up to 64 MB")
     s.add_argument("--model", default=None, help=f"a model preset (default {DEFAULT_MODEL}; an engine fit's own)")
@@ -222,9 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--request-overhead", type=float, default=None,
                    help="seconds each request costs before it queues (HTTP, tokenizing; default 0, or an engine "
                         "fit's fitted figure)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--prompt-scale", type=float, default=1.0, help="multiply every prompt length (default 1)")
-    s.add_argument("--output-scale", type=float, default=1.0, help="multiply every output length (default 1)")
+    s.add_argument("--seed", type=int, default=None, help="the synthetic workload's draw (default 0)")
+    s.add_argument("--prompt-scale", type=float, default=None, help="multiply every prompt length (default 1)")
+    s.add_argument("--output-scale", type=float, default=None, help="multiply every output length (default 1)")
     s.add_argument("--prompt-median", type=float, default=None,
                    help="custom lengths: every prompt log-normal around this median (default: the workload's mix)")
     s.add_argument("--output-median", type=float, default=None, help="custom lengths: the same for outputs")

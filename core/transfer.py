@@ -22,6 +22,32 @@ PHI3_MINI: dict[str, Any] = {
     "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064, "max_position_embeddings": 4096,
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "hidden_act": "silu"}
 
+# The published configs of one model each for the families without a preset of that family here.
+QWEN3_0_6B: dict[str, Any] = {
+    "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+    "max_position_embeddings": 40960, "tie_word_embeddings": True, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0}
+GEMMA_2B: dict[str, Any] = {
+    "model_type": "gemma", "hidden_size": 2048, "intermediate_size": 16384, "num_hidden_layers": 18,
+    "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 256000,
+    "max_position_embeddings": 8192}
+GEMMA3_1B: dict[str, Any] = {
+    "model_type": "gemma3_text", "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
+    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+    "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256}
+SMOLLM3_3B: dict[str, Any] = {
+    "model_type": "smollm3", "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 128256, "max_position_embeddings": 65536,
+    "tie_word_embeddings": True}
+QWEN15_MOE: dict[str, Any] = {
+    "model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 151936, "max_position_embeddings": 8192,
+    "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632, "decoder_sparse_step": 1, "tie_word_embeddings": False}
+SANTACODER: dict[str, Any] = {
+    "model_type": "gpt_bigcode", "n_embd": 2048, "n_layer": 24, "n_head": 16, "n_inner": 8192, "vocab_size": 49280,
+    "n_positions": 2048, "multi_query": True}
+
 # One shape per family the cost model reads that transformers builds here: the published shape
 # where it fits this machine's memory and time, else the same shape with fewer layers (and, for the
 # mixture-of-experts and latent-attention ones, fewer or narrower experts, or a narrower width),
@@ -37,6 +63,13 @@ TRANSFER_SHAPES: dict[str, tuple[str, dict[str, Any], str]] = {
     "mistral-7b/4L": ("mistral-7b-v0.1", {"num_hidden_layers": 4}, "mistral: 4 of 32 layers"),
     "gemma-2-9b/4L": ("gemma-2-9b", {"num_hidden_layers": 4}, "gemma2: 4 of 42 layers"),
     "phi-3-mini/6L": ("", {**PHI3_MINI, "num_hidden_layers": 6}, "phi3 (Phi-3-mini-4k's shape): 6 of 32 layers"),
+    "qwen3-0.6b": ("", QWEN3_0_6B, "published shape (qwen3)"),
+    "gemma-2b/6L": ("", {**GEMMA_2B, "num_hidden_layers": 6}, "gemma: 6 of 18 layers"),
+    "gemma-3-1b": ("", GEMMA3_1B, "published shape (gemma3_text)"),
+    "smollm3-3b/8L": ("", {**SMOLLM3_3B, "num_hidden_layers": 8}, "smollm3: 8 of 36 layers"),
+    "santacoder/8L": ("", {**SANTACODER, "n_layer": 8}, "gpt_bigcode (multi-query): 8 of 24 layers"),
+    "qwen1.5-moe/2L": ("", {**QWEN15_MOE, "num_hidden_layers": 2, "num_experts": 16},
+                       "qwen2_moe: 2 of 24 layers, 16 of 60 experts (4 per token and the shared expert kept)"),
     "mixtral-8x7b/2L": ("mixtral-8x7b", {"num_hidden_layers": 2, "intermediate_size": 3584},
                         "mixtral: 2 of 32 layers, experts a quarter as wide (8 experts, 2 per token kept)"),
     "qwen3-30b-a3b/2L": ("qwen3-30b-a3b", {"num_hidden_layers": 2, "num_experts": 32},
@@ -103,6 +136,7 @@ def measure_model(name: str, coef: dict[str, float], calibration: Any) -> list[d
     from core.runner import GenerationSettings, run
 
     loaded, spec = _random_model(name)
+    built = sum(p.numel() for p in loaded.model.parameters())  # the shape priced is the shape timed
     pred = replace(P.host_predictor(spec, "fp32", calibration=calibration, use_fit=False), coef=dict(coef))
     annotate = P.make_annotator(spec, pred, "fp32")
     settings = GenerationSettings(max_new_tokens=NEW_TOKENS, chat=False, stop_on_eos=False,
@@ -117,7 +151,8 @@ def measure_model(name: str, coef: dict[str, float], calibration: Any) -> list[d
             e = events[0]
             rows.append({"model": name, "phase": e.phase, "prompt_tokens": n, "n_cached": e.cost["n_cached"],
                          "measured_ms": measured, "predicted_ms": e.predicted_ms,
-                         "error": abs(e.predicted_ms - measured) / measured})
+                         "error": abs(e.predicted_ms - measured) / measured,
+                         "params_match": built == spec.params_total})
     del loaded
     gc.collect()
     return rows
@@ -148,7 +183,7 @@ def run_transfer(models: tuple[str, ...] = TRANSFER_MODELS) -> dict[str, Any]:
                                                                  if r["phase"] == "decode"), 2),
             "decode_predicted_ms_median": round(statistics.median(r["predicted_ms"] for r in mine
                                                                   if r["phase"] == "decode"), 2),
-            "shape": TRANSFER_SHAPES[name][2]}
+            "shape": TRANSFER_SHAPES[name][2], "params_match": all(r["params_match"] for r in mine)}
     return {"transfer_prefill_error_median": round(statistics.median(prefill), 4),
             "transfer_decode_error_median": round(statistics.median(decode), 4),
             "transfer_decode_error_max": round(max(decode), 4),

@@ -511,6 +511,14 @@ def test_simulate_with_an_engine_fit_uses_its_limits_unless_a_flag_says_otherwis
         "block_tokens": 128, "kv_blocks": 364, "request_overhead_s": 0.009}
     flagged = run("--max-batch", "4", "--budget", "512", "--request-overhead", "0")
     assert (flagged["max_batch"], flagged["budget"], flagged["request_overhead_s"]) == (4, 512, 0.0)
+    smaller = run("--block-size", "16")  # the same KV space, counted in smaller blocks
+    assert (smaller["block_tokens"], smaller["kv_blocks"]) == (16, 46592 // 16)
+    broken = json.loads((host_calibrated_cache / "engine-fits.json").read_text())
+    broken["fits"]["vllm-b256"]["block_size"] = 0
+    (host_calibrated_cache / "engine-fits.json").write_text(json.dumps(broken))
+    out = subprocess.run([sys.executable, "-m", "core", "simulate", "--hardware", "vllm-b256", "--json"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 2 and "cannot be read" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_a_running_sequence_cap_queues_the_rest():

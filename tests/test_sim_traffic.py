@@ -54,7 +54,7 @@ def test_a_whole_recording_reads_as_recorded(name):
 
 @pytest.mark.parametrize("name", sorted(WINDOW))
 def test_a_window_at_twice_the_rate(name):
-    played = play(name, 5000, time_scale=2.0, window_start_s=600, window_s=60)
+    played = play(name, 5000, time_scale=2.0, window_start_s=600, window_s=60, max_context=1 << 20)
     n, prompt, output, last = WINDOW[name]
     assert len(played.requests) == n and played.left_out == 0
     assert sum(r.prompt_tokens for r in played.requests) == prompt
@@ -127,7 +127,15 @@ def test_azure_rows_read_as_an_arrival_file():
 @pytest.mark.parametrize("data, name, message", [
     (b'{"timestamp": 0, "input_length": 600, "output_length": 5}\n', "t.jsonl", "line 1: missing 'hash_ids'"),
     (b'{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0]}\n', "t.jsonl",
-     "line 1: .*600-token prompt has 2 blocks"),
+     "line 1: hash_ids holds 1 ids; a 600-token prompt has 2 blocks"),
+    (b'{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": []}\n', "t.jsonl",
+     "line 1: hash_ids holds 0 ids"),
+    (b'{"timestamp": 0, "input_length": true, "output_length": 5, "hash_ids": [0]}\n', "t.jsonl",
+     "line 1: token counts must be whole numbers"),
+    (b'{"timestamp": NaN, "input_length": 10, "output_length": 5, "hash_ids": [0]}\n', "t.jsonl",
+     "line 1: timestamp must be a number of milliseconds from 0"),
+    (b'{"timestamp": -5, "input_length": 10, "output_length": 5, "hash_ids": [0]}\n', "t.jsonl",
+     "line 1: timestamp must be"),
     (b'{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [-1]}\n', "t.jsonl",
      "line 1: hash_ids must be a list of whole numbers"),
     (b'{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [true]}\n', "t.jsonl",
@@ -170,3 +178,23 @@ def test_command_line_plays_a_recording(tmp_path):
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["requests"] == WHOLE["mooncake-conv"][0]
+
+
+def _simulate_cli(*flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core", "simulate", "--json", *flags], capture_output=True,
+                          text=True, cwd=ROOT)
+
+
+def test_command_line_window_scale_and_flags_that_would_change_nothing():
+    out = _simulate_cli("--workload", "azure-conv-2023", "--window-start", "600", "--window", "60",
+                        "--time-scale", "2", "--model", "tinyllama-1.1b")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)  # a window with no --requests plays all of it
+    assert result["requests"] + result["left_out"] == WINDOW["azure-conv-2023"][0]
+    assert result["trace"]["window_s"] == 60 and result["trace"]["time_scale"] == 2
+    for flags, words in ((("--workload", "mooncake-conv", "--rate", "3"), "--rate would change nothing"),
+                         (("--workload", "mooncake-conv", "--seed", "4"), "--seed would change nothing"),
+                         (("--workload", "mix", "--time-scale", "2"), "--time-scale would change nothing"),
+                         (("--workload", "mooncake-conv", "--window-start", "5000"), "window's start")):
+        out = _simulate_cli(*flags)
+        assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, (flags, out.stderr)

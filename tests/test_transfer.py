@@ -35,11 +35,17 @@ def test_measure_model_prices_every_forward_with_the_given_coefficients(monkeypa
 def test_one_shape_per_family_each_read_by_the_cost_model_and_said_when_scaled():
     from core.spec import spec_from_config
 
+    from core.spec import FAMILIES
+
     families = {spec_from_config(transfer.transfer_config(n), name=n).model_type for n in transfer.TRANSFER_SHAPES}
-    assert {"llama", "qwen2", "gpt2", "gpt_neox", "opt", "falcon", "mistral", "gemma2", "phi3", "mixtral",
-            "qwen3_moe", "deepseek_v3"} <= families
-    for name, (_, replaced, note) in transfer.TRANSFER_SHAPES.items():
-        assert note and (not replaced or "of" in note), name  # a scaled shape says what was cut
+    assert families == set(FAMILIES)
+    for name, (preset, replaced, note) in transfer.TRANSFER_SHAPES.items():
+        config = transfer.transfer_config(name)
+        layers = config.get("num_hidden_layers", config.get("n_layer"))
+        if "published shape" in note:  # as published: nothing cut
+            assert replaced == {} or any(replaced is d for d in (transfer.QWEN3_0_6B, transfer.GEMMA3_1B)), name
+        else:  # a scaled shape names the layers it kept
+            assert f"{layers} of " in note, (name, note)
 
 
 def test_a_scaled_latent_attention_shape_builds_with_the_parameters_the_spec_counts():

@@ -219,6 +219,8 @@ def simulate_run(run: EngineRun, hardware: str, budget: int, max_seqs: int, poli
     config = SimConfig(policy=policy, requests=len(requests), hardware=hardware,
                        **{**limits, "budget": budget, "max_batch": max_seqs})
     result = simulate(config, requests)
+    if result.left_out:  # the simulator renumbers what it keeps: the ids would no longer match the run's
+        raise ValueError(f"{result.left_out} of the run's requests do not fit the model's context window")
     return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
 
 

@@ -198,11 +198,13 @@ def engine_fit(config: SimConfig):
     return found
 
 
-def engine_limits(hardware: str) -> dict[str, Any] | None:
+def engine_limits(hardware: str, block_tokens: int | None = None) -> dict[str, Any] | None:
     """The settings a real engine's fit carries (None when `hardware` names none): its model and dtype,
     one copy on one device, its token budget, its maximum of running sequences (vLLM's --max-num-seqs),
     its KV capacity and block size (read from the engine where it publishes them) and its per-request
-    cost outside the forward passes. `simulate --hardware <fit>` starts from these; flags win."""
+    cost outside the forward passes. `simulate --hardware <fit>` starts from these; flags win. The KV
+    capacity is counted in blocks of `block_tokens` when given (a --block-size flag), else the engine's.
+    ValueError, in words, for a saved fit that cannot be read."""
     from core.engines.fit import DEFAULT_DTYPE, saved_entry
     from core.hardware import list_presets
 
@@ -211,10 +213,16 @@ def engine_limits(hardware: str) -> dict[str, Any] | None:
     entry = saved_entry(hardware)
     if entry is None:
         return None
-    block = int(entry.get("block_size", BLOCK_TOKENS))
-    return {"model": "smollm2-135m", "dtype": entry.get("dtype", DEFAULT_DTYPE), "tp": 1, "instances": 1,
-            "budget": int(entry["budget"]), "max_batch": int(entry["max_seqs"]), "block_tokens": block,
-            "kv_blocks": int(entry["kv_tokens"]) // block, "request_overhead_s": float(entry.get("request_overhead_s", 0.0))}
+    try:
+        block = int(block_tokens or entry.get("block_size", BLOCK_TOKENS))
+        limits = {"model": "smollm2-135m", "dtype": str(entry.get("dtype", DEFAULT_DTYPE)), "tp": 1, "instances": 1,
+                  "budget": int(entry["budget"]), "max_batch": int(entry["max_seqs"]), "block_tokens": block,
+                  "kv_blocks": int(entry["kv_tokens"]) // block,
+                  "request_overhead_s": float(entry.get("request_overhead_s", 0.0))}
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        raise ValueError(f"the saved fit {hardware!r} cannot be read: run `python -m core engine calibrate` "
+                         "again") from None
+    return limits
 
 
 def requests_for(config: SimConfig, spec: ModelSpec) -> list[Request]:

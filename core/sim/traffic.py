@@ -48,7 +48,7 @@ class Played:
 
     recording: Recording
     requests: list[Request]
-    left_out: int  # requests in the window longer than the model's context window
+    left_out: int  # requests met before the last one kept (or the window's end) too long for the context window
     window_start_s: float
     window_s: float | None
     time_scale: float

@@ -281,13 +281,17 @@ def _own(k: int, rec: dict[str, Any]) -> Request:
 
 def _mooncake(k: int, rec: dict[str, Any]) -> Request:
     stamp = rec["timestamp"]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
-        raise ValueError(f"timestamp must be a number of milliseconds, got {str(stamp)[:40]!r}")
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp) or stamp < 0:
+        raise ValueError(f"timestamp must be a number of milliseconds from 0, got {str(stamp)[:40]!r}")
     prompt, output = _counts(rec["input_length"], rec["output_length"])
     ids = rec["hash_ids"]
     if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= MAX_BLOCK_ID
                                             for h in ids):
         raise ValueError("hash_ids must be a list of whole numbers from 0 (one per 512-token block of the prompt)")
+    blocks = -(-prompt // PREFIX_BLOCK_TOKENS)
+    if len(ids) != blocks:
+        raise ValueError(f"hash_ids holds {len(ids):,} ids; a {prompt:,}-token prompt has {blocks:,} blocks of "
+                         f"{PREFIX_BLOCK_TOKENS} tokens, one id each")
     return Request(k, float(stamp) / 1000.0, prompt, output, tuple(ids))
 
 
@@ -307,7 +311,10 @@ def _azure(k: int, rec: dict[str, Any]) -> Request:
 
 
 def _whole(value: Any) -> int:
-    """A token count from JSON or CSV text: a whole number (2 and "2" and 2.0 are fine, 2.5 is not)."""
+    """A token count from JSON or CSV text: a whole number (2 and "2" and 2.0 are fine, 2.5 and true
+    are not)."""
+    if isinstance(value, bool):
+        raise ValueError(f"token counts must be whole numbers, got {value!r}")
     number = float(value)
     if not math.isfinite(number) or number != int(number):
         raise ValueError(f"token counts must be whole numbers, got {str(value)[:40]!r}")

@@ -83,7 +83,7 @@ def job_work(settings: dict[str, Any], uploaded: list[Request] | None = None) ->
 
 def precheck(settings: dict[str, Any], uploaded: list[Request] | None = None) -> None:
     """ValueError, in words, for settings that cannot be simulated, before any job is queued: bad
-    numbers, a model that does not fit its GPUs, a context window shorter than the requests, more
+    numbers, a model that does not fit its GPUs, a window of a recording with nothing to play, more
     work than one page's simulation may do (MAX_JOB_WORK)."""
     from core.deployment import kv_blocks_available
 

@@ -16,7 +16,7 @@ from app.views.serving import link, state
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policies import POLICIES
-from core.sim.traffic import recordings
+from core.sim.traffic import recorded, recordings
 from core.sim.workload import ARRIVALS, MAX_UPLOAD_BYTES, load_workloads, read_arrivals
 from core.spec import list_model_presets
 
@@ -97,14 +97,19 @@ def render() -> dict[str, Any]:
         if trace is not None:  # a recording keeps its own arrivals and lengths
             for name in ("tscale", "wstart"):  # drawn only for a recording: Streamlit forgets them in between
                 st.session_state.setdefault(_key(name), link.DEFAULTS[name])
-            st.caption(f"Source: {trace.source} ({trace.licence}; {trace.attribution}). Prompts longer than the "
-                       "model's context window are left out, and counted.")
+            last = int(recorded(st.session_state[_key("work")])[-1].arrival_s // 60)  # its final minute
+            if st.session_state[_key("wstart")] > last:  # a link's minute past this recording's end
+                st.session_state[_key("wstart")] = last
+            st.caption(f"Source: {trace.source} ({trace.licence}; {trace.attribution}). Requests whose prompt and "
+                       "output together exceed the model's context window are left out, and counted; arrival "
+                       "pattern, rate, prompt scale and seed do not apply.")
             w1, w2 = st.columns(2)
             w1.number_input("Time scale (× its requests per second)", 1 / link.MAX_TIME_SCALE, link.MAX_TIME_SCALE,
                             step=0.5, key=_key("tscale"), format="%.2f",
                             help="2 plays the recording twice as fast (every gap halved), 0.5 half as fast.")
-            w2.number_input("Start at minute", 0, 59, step=1, key=_key("wstart"),
-                            help="Where in the recorded hour to start; the requests below are taken from there.")
+            w2.number_input("Start at minute", 0, last, step=1, key=_key("wstart"),
+                            help=f"Where in the recording (minutes 0 to {last}) to start; the requests below are "
+                                 "taken from there, in order.")
         r1, r2 = st.columns(2)
         r1.selectbox("Arrivals", ARRIVALS, key=_key("arrival"), disabled=trace is not None,
                      format_func=lambda a: {"poisson": "Poisson (steady)", "bursty": "bursty (clumps)"}[a])

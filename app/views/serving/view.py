@@ -124,7 +124,8 @@ def _show(job: SimJob) -> None:
                         key="sv_chart_sweep")
         top = float(job.settings.get("sweep", 1.5))
         how = (f"the recording's first {job.sweep_requests:,} requests from the same minute, played at six "
-               f"speeds (evenly up to {top:g} × the time scale above" if ra.played is not None else
+               f"speeds (evenly up to {top:g} × the time scale above; the rates are those of these "
+               f"{job.sweep_requests:,}, so they can differ from the rate above" if ra.played is not None else
                f"{job.sweep_requests:,} requests at that arrival rate (six rates, evenly up to {top:g} × the "
                f"{offered_rate(ra.config):g}/s above")
         st.caption(f"Each point is a separate simulation of {how}; the slider beside the deployment moves the top). "
