@@ -33,9 +33,7 @@ def test_measure_model_prices_every_forward_with_the_given_coefficients(monkeypa
 
 
 def test_one_shape_per_family_each_read_by_the_cost_model_and_said_when_scaled():
-    from core.spec import spec_from_config
-
-    from core.spec import FAMILIES
+    from core.spec import FAMILIES, spec_from_config
 
     families = {spec_from_config(transfer.transfer_config(n), name=n).model_type for n in transfer.TRANSFER_SHAPES}
     assert families == set(FAMILIES)
