@@ -37,7 +37,7 @@ def test_one_shape_per_family_each_read_by_the_cost_model_and_said_when_scaled()
 
     families = {spec_from_config(transfer.transfer_config(n), name=n).model_type for n in transfer.TRANSFER_SHAPES}
     assert families == set(FAMILIES)
-    for name, (preset, replaced, note) in transfer.TRANSFER_SHAPES.items():
+    for name, (_, replaced, note) in transfer.TRANSFER_SHAPES.items():
         config = transfer.transfer_config(name)
         layers = config.get("num_hidden_layers", config.get("n_layer"))
         if "published shape" in note:  # as published: nothing cut
