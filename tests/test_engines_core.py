@@ -475,11 +475,13 @@ def test_the_per_request_cost_is_told_apart_from_a_forwards_fixed_cost(host_cali
     for b in engine_fit.DECODE_BATCHES:
         c = cost_for_event(spec, 1, 84, b, "bf16").to_dict()
         samples.append((c, "decode", true.predict_s(c, "decode")))
-    concurrent = [(k, engine_fit.simulated_ttfts(true, setting, k, cost_s)) for k in engine_fit.CONCURRENT]
-    fitted, found = engine_fit.fit_with_request_cost(samples, concurrent, setting)
+    from core.engines.request_cost import fit_with_request_cost, simulated_ttfts
+
+    concurrent = [(k, simulated_ttfts(true, setting, k, cost_s)) for k in engine_fit.CONCURRENT]
+    fitted, found = fit_with_request_cost(samples, concurrent, setting)
     assert found == pytest.approx(cost_s, abs=0.0005)
     assert fitted.coef["memory"] == pytest.approx(1.5, rel=0.05)
-    assert engine_fit.fit_with_request_cost(samples, [], setting)[1] == 0.0  # no concurrent probe: no cost
+    assert fit_with_request_cost(samples, [], setting)[1] == 0.0  # no concurrent probe: no cost
 
 
 def test_simulate_with_an_engine_fit_uses_its_limits_unless_a_flag_says_otherwise(host_calibrated_cache):

@@ -29,6 +29,7 @@ from core.engines.lab import (
 )
 from core.engines.player import play
 from core.engines.record import EngineRun
+from core.engines.request_cost import fit_with_request_cost
 from core.engines.session import LiveEngine
 from core.sim.workload import Component, Lengths, Workload, generate
 
@@ -56,7 +57,7 @@ def fit_samples(engine: LiveEngine, probed: tuple[list, list]) -> dict[str, Any]
     from core.engines.metrics import cache_config
 
     samples, concurrent = probed
-    predictor, request_cost = engine_fit.fit_with_request_cost(samples, concurrent, engine.setting)
+    predictor, request_cost = fit_with_request_cost(samples, concurrent, engine.setting)
     return engine_fit.save(engine.setting, predictor, samples, engine.version,
                            capacity=cache_config(engine.base_url), request_overhead_s=request_cost)
 

@@ -119,53 +119,6 @@ def probe_concurrent(client: EngineClient, repeats: int = 2, seed: int = 11) -> 
     return out
 
 
-def simulated_ttfts(predictor: Predictor, setting: EngineSetting, k: int, request_cost_s: float) -> list[float]:
-    """The simulator's TTFTs, sorted, for k CONCURRENT_PROMPT-token prompts sent together to an engine
-    with this fit, budget, sequence limit and per-request cost."""
-    from core.deployment import Scenario
-    from core.sim.simulate import SimConfig, simulate
-    from core.sim.steptime import StepTime
-
-    spec = embedded_spec()
-    scenario = Scenario(batch=1, prompt_len=1, gen_len=1, weight_dtype=predictor.dtype, tp=1).resolved()
-    step = StepTime.fit(spec, predictor.hardware, scenario, predictor)
-    config = SimConfig(policy="chunked", requests=k, model="smollm2-135m", dtype=predictor.dtype, instances=1,
-                       budget=max(16, setting.budget), max_batch=setting.max_seqs, kv_blocks=100_000,
-                       request_overhead_s=request_cost_s)
-    result = simulate(config, [Request(i, 0.0, CONCURRENT_PROMPT, 1) for i in range(k)], step=step,
-                      deployed=(spec, predictor.hardware, scenario))
-    return sorted(t[0] for t in result.token_s if t)
-
-
-def fit_with_request_cost(samples: list[tuple[dict | list[dict], str, float]],
-                          concurrent: list[tuple[int, list[float]]], setting: EngineSetting
-                          ) -> tuple[Predictor, float]:
-    """The fit and the per-request cost that together best match both the forwards (a prefill probe's
-    TTFT is the cost plus its forwards) and the concurrent prompts' TTFTs, searched over
-    REQUEST_COST_GRID_S. Without concurrent samples the cost is 0 and the fit is fit_engine's."""
-    if not concurrent:
-        return fit_engine(samples, setting), 0.0
-    best: tuple[float, Predictor, float] | None = None
-    for cost in REQUEST_COST_GRID_S:
-        shifted = [(c, p, m - cost if p == "prefill" else m) for c, p, m in samples]
-        if any(m <= 0 for _, _, m in shifted):
-            break
-        try:
-            pred = fit_engine(shifted, setting)
-        except EngineError:
-            continue
-        errors = [abs(_predicted(pred, c, p) - m) / m for c, p, m in shifted]
-        for k, measured in concurrent:
-            sim = simulated_ttfts(pred, setting, k, cost)
-            errors += [abs(s - m) / m for s, m in zip(sim, measured, strict=False) if m > 0]
-        score = sum(errors) / len(errors)
-        if best is None or score < best[0]:
-            best = (score, pred, cost)
-    if best is None:
-        return fit_engine(samples, setting), 0.0
-    return best[1], best[2]
-
-
 def steady_step_s(token_s: list[float]) -> float | None:
     """A stream's mean time per token between its first and last SKIP tokens (the ramps left out).
     The mean over that span, not the median gap: a busy engine streams several tokens in one event,
@@ -198,7 +151,7 @@ def fit_engine(samples: list[tuple[dict | list[dict], str, float]], setting: Eng
         raise EngineError(f"the probe of {setting.name} measured only {len(kept)} usable forwards; "
                           "the engine may have failed or be overloaded: calibrate again")
     fitted = fit(base_predictor(setting.dtype), kept, label=f"engine {setting.name}", terms=ENGINE_TERMS)
-    errors = sorted(abs(_predicted(fitted, c, p) - m) / m for c, p, m in kept)
+    errors = sorted(abs(predicted_s(fitted, c, p) - m) / m for c, p, m in kept)
     if errors[len(errors) // 2] > MAX_FIT_ERROR:
         raise EngineError(f"the probe of {setting.name} does not fit itself (median error "
                           f"{errors[len(errors) // 2]:.0%}): the machine was probably busy with other work; "
@@ -206,7 +159,8 @@ def fit_engine(samples: list[tuple[dict | list[dict], str, float]], setting: Eng
     return fitted
 
 
-def _predicted(predictor: Predictor, cost: dict | list[dict], phase: str) -> float:
+def predicted_s(predictor: Predictor, cost: dict | list[dict], phase: str) -> float:
+    """What `predictor` says a probe sample took: the sum over its forwards (a chunked prompt has several)."""
     return sum(predictor.predict_s(c, phase) for c in (cost if isinstance(cost, list) else [cost]))
 
 
@@ -250,7 +204,7 @@ def _sample_record(predictor: Predictor, cost: dict | list[dict], phase: str, me
     forwards = cost if isinstance(cost, list) else [cost]
     return {"phase": phase, "n_new": sum(int(c.get("n_new", 1)) for c in forwards), "forwards": len(forwards),
             "n_cached": int(forwards[0].get("n_cached", 0)), "batch": int(forwards[0].get("batch", 1)),
-            "measured_s": measured, "predicted_s": _predicted(predictor, cost, phase)}
+            "measured_s": measured, "predicted_s": predicted_s(predictor, cost, phase)}
 
 
 BUNDLED_FITS = Path(__file__).resolve().parents[2] / "assets" / "engines" / "fits.json"
