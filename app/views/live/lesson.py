@@ -329,8 +329,8 @@ def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms:
     return tuple(found)
 
 
-_REASON_WORDS = {"fixed": "per-layer fixed cost (Python launching each operation{fixed})",
-                 "stream": "weights streaming slower than the benchmark",
+_REASON_WORDS = {"fixed": "Python's fixed cost per layer{fixed}",
+                 "stream": "weights streaming slower than benchmarked",
                  "unexplained": "time the latency model misses"}
 
 
@@ -338,7 +338,7 @@ def paper_rest(reasons: tuple[str, ...], faster: bool = False, fixed_ms: str | N
     """The short answer's second sentence, from paper_reasons; `faster`: the steps took no longer
     than bytes ÷ the calibrated bandwidth, so there is no rest to explain; `fixed_ms`: the latency
     model's fixed cost per step as the step-budget bars print it, named beside the fixed cost."""
-    fixed = f": about {fixed_ms} ms a step here" if fixed_ms else ""
+    fixed = f" (about {fixed_ms} ms a step)" if fixed_ms else ""
     if faster:
         return FASTER_THAN_PAPER.format(fixed=f" (about {fixed_ms} ms a step here)" if fixed_ms else "")
     if not reasons:
