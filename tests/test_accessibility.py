@@ -47,10 +47,11 @@ def test_engine_lab_page_has_no_serious_violation(app_server, browser):
         assert_clean(page, "engines")
 
 
-def _tab_to(page, role: str, name: str, limit: int = 80, key: str = "Tab") -> None:
+def _tab_to(page, role: str, name: str, limit: int = 80, key: str = "Tab", within=None) -> None:
     """Press Tab (or Shift+Tab) until the focused element is the one assistive technology calls
-    `role` `name`; fails if that takes more than `limit` presses (not reachable by the keyboard)."""
-    target = page.get_by_role(role, name=name, exact=True)
+    `role` `name` (looked for `within` a part of the page, when given); fails if that takes more than
+    `limit` presses (not reachable by the keyboard)."""
+    target = (within or page).get_by_role(role, name=name, exact=True)
     for _ in range(limit):
         page.keyboard.press(key)
         if target.evaluate("el => el === document.activeElement || el.contains(document.activeElement)"):
@@ -99,8 +100,10 @@ def test_the_live_page_with_the_keyboard_alone(app_server, browser):
         page.wait_for_function("document.querySelector('.pd-controls').dataset.mode === 'live'", timeout=10_000)
         # Stop, reached with Tab from the top of the page, while the model is still running
         page.evaluate("window.scrollTo(0, 0); document.activeElement && document.activeElement.blur()")
-        _tab_to(page, "button", "Stop")
-        assert page.get_by_role("button", name="Stop", exact=True).is_enabled()  # the run is still going
+        # the page's own Stop: while a script pass runs, Streamlit's toolbar shows a "Stop" button too
+        main = page.get_by_test_id("stMainBlockContainer")
+        _tab_to(page, "button", "Stop", within=main)
+        assert main.get_by_role("button", name="Stop", exact=True).is_enabled()  # the run is still going
         page.keyboard.press("Enter")
         page.wait_for_function("document.querySelector('.pd-controls').dataset.status === 'stopped'", timeout=60_000)
         _idle(page)
