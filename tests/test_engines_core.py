@@ -8,6 +8,7 @@ check the pieces whose inputs can be written down exactly.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -35,8 +36,9 @@ def _bf16_engine(monkeypatch):
 def host_calibrated_cache(tmp_path, monkeypatch):
     """A cache folder of this test's own holding the host calibration an engine fit starts from: the
     project's measured one copied in where it exists (make test measures it first), else measured."""
+    project = os.environ.get("PDLAB_CACHE_DIR") or str(Path(__file__).resolve().parents[1] / ".cache")
+    measured = Path(project) / "calibration.json"
     monkeypatch.setenv("PDLAB_CACHE_DIR", str(tmp_path))
-    measured = Path(__file__).resolve().parents[1] / ".cache" / "calibration.json"
     if measured.is_file():
         (tmp_path / "calibration.json").write_bytes(measured.read_bytes())
     else:
