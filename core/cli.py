@@ -138,7 +138,8 @@ def cmd_simulate(args) -> int:
     config = SimConfig(policy=args.policy, workload=args.workload, requests=count, hardware=args.hardware,
                        ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
                        prompt_median=args.prompt_median, output_median=args.output_median,
-                       length_sigma=args.length_sigma, window_s=args.window, **picked, **chosen)
+                       length_sigma=args.length_sigma, window_s=args.window, prefix_cache=args.prefix_cache,
+                       **picked, **chosen)
     requests = None
     if args.arrivals:
         path = Path(args.arrivals)
@@ -253,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="running sequences at most, the rest queue (default 256, or an engine fit's --max-num-seqs)")
     s.add_argument("--ttft-target", type=float, default=1.0, help="goodput: TTFT target in s (default 1)")
     s.add_argument("--tpot-target", type=float, default=0.05, help="goodput: TPOT target in s (default 0.05)")
+    s.add_argument("--prefix-cache", action="store_true",
+                   help="keep full KV blocks by content and reuse them for prompts that share a prefix (vLLM v1's "
+                        "automatic prefix caching; off by default)")
     s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_simulate)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from core.cost import row_sums
 from core.sim.policy import Policy, Seq, State
+from core.sim.prefix import PrefixCache
 from core.sim.steptime import StepTime
 
 
@@ -26,6 +27,9 @@ class ServerLog:
     iterations: list[tuple[float, float, int, int, int, int]] = field(default_factory=list)
     kv_used: list[tuple[float, int]] = field(default_factory=list)
     kv_blocks: int = 0
+    prefix_queries: int = 0  # prompt tokens looked up in the prefix cache (first admissions)
+    prefix_hits: int = 0  # of those, tokens reused
+    hits_of: dict[int, int] = field(default_factory=dict)  # request id -> prompt tokens reused
     preemptions: int = 0
     rejected: list[int] = field(default_factory=list)  # request ids too large for this server's KV memory
 
@@ -38,15 +42,19 @@ STOP_CHECK_EVERY = 1024  # loop passes between two `should_stop` calls (well und
 
 
 def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
-               hand_off: bool = False, should_stop: Callable[[], bool] | None = None) -> ServerLog:
+               hand_off: bool = False, should_stop: Callable[[], bool] | None = None,
+               prefix_cache: bool = False) -> ServerLog:
     """Serve `arrivals` (sorted by available_s) to completion, filling in each Seq's token times.
 
     `state` gives the limits (block size, batch, budgets); its clock and free blocks are the loop's.
     `hand_off`: a disaggregated prefill server; a request leaves as soon as its first token is out.
     `should_stop` is asked every STOP_CHECK_EVERY passes; True ends the run with SimulationStopped.
+    `prefix_cache`: full blocks are kept by content and reused (core.sim.prefix), as vLLM v1 does.
     """
     log = ServerLog(kv_blocks=kv_blocks)
     block = state.block_tokens
+    pc = PrefixCache(kv_blocks, block) if prefix_cache else None
+    state = replace(state, prefix=pc)  # this server's own: the loop moves its clock and free blocks
     waiting: deque[Seq] = deque()
     running: list[Seq] = []
     free = kv_blocks
@@ -57,7 +65,11 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
     def preempt_last() -> None:
         nonlocal free
         victim = running.pop()
-        free += victim.blocks
+        if pc is None:
+            free += victim.blocks
+        else:
+            pc.release(victim)
+            free = pc.free
         victim.blocks = victim.prefilled = 0
         victim.target = victim.request.prompt_tokens + victim.generated
         victim.preemptions += 1
@@ -82,8 +94,13 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
             if -(-(waiting[0].prefilled + 1) // block) > free:  # its cache, and room for the next token
                 break
             s = waiting.popleft()
-            s.blocks = -(-s.prefilled // block)
-            free -= s.blocks
+            if pc is None:
+                s.blocks = -(-s.prefilled // block)
+                free -= s.blocks
+            else:
+                pc.grow(s, -(-s.prefilled // block))
+                pc.register(s, s.prefilled)
+                s.blocks, free = pc.held(s), pc.free
             running.append(s)
         if not waiting and not running:
             if nxt < n:
@@ -108,9 +125,15 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 raise RuntimeError(f"policy {policy.name} scheduled nothing with {len(waiting)} requests "
                                    "waiting and none running")
             continue
+        admitted = set()
+        for seq, n_new, _ in rows:
+            if n_new and seq.blocks == 0 and seq.prefilled == 0:
+                admitted.add(id(seq))
+                if pc is not None:  # it starts from the blocks it reuses (the policy counted them)
+                    seq.prefilled = pc.admit(seq)
+                    seq.blocks = pc.held(seq)
         sums = row_sums(shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
         prefill_tokens = decode_tokens = padded = 0
-        admitted = set()
         for seq, n_new, pad in rows:
             padded += pad
             if n_new == 0:
@@ -119,11 +142,17 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 decode_tokens += n_new
             else:
                 prefill_tokens += n_new
-            if seq.blocks == 0 and seq.prefilled == 0:
-                admitted.add(id(seq))
             want = -(-(seq.prefilled + n_new) // block)
-            free -= want - seq.blocks
+            if pc is None:
+                free -= want - seq.blocks
+            else:
+                if want > seq.blocks:
+                    pc.grow(seq, want)
+                if (seq.prefilled + n_new) // block > seq.prefilled // block:
+                    pc.register(seq, seq.prefilled + n_new)  # findable once scheduled, as vLLM registers them
             seq.blocks = want
+        if pc is not None:
+            free = pc.free
         positions = 0
         if step.learned_positions:
             from core.cost import _position_rows
@@ -151,7 +180,11 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 seq.generated += 1
                 seq.token_s.append(now)
                 if seq.generated >= seq.request.output_tokens or (hand_off and seq.generated == 1):
-                    free += seq.blocks
+                    if pc is None:
+                        free += seq.blocks
+                    else:
+                        pc.release(seq)
+                        free = pc.free
                     seq.blocks = -1  # gone from this server
                     done = True
         if done:
@@ -159,6 +192,8 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         if free < 0:
             raise AssertionError(f"KV blocks overcommitted ({free}) by policy {policy.name}")
         log.kv_used.append((now, kv_blocks - free))
+    if pc is not None:
+        log.prefix_queries, log.prefix_hits, log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
     return log
 
 

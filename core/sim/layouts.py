@@ -31,6 +31,7 @@ class Copies(Protocol):
 
     instances: int
     request_overhead_s: float  # each request's cost in the copy's front end (HTTP, tokenizing): see front_end
+    prefix_cache: bool  # each copy keeps full KV blocks by content and reuses them (core.sim.prefix)
 
     def prefill_count(self) -> int: ...
 
@@ -115,7 +116,8 @@ class Colocated(Layout):
             seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n]],
                              setting.config.request_overhead_s)
             out.servers.append(("both", run_server(seqs, setting.policy(), setting.step, setting.blocks,
-                                                   setting.state, should_stop=setting.should_stop)))
+                                                   setting.state, should_stop=setting.should_stop,
+                                                   prefix_cache=setting.config.prefix_cache)))
             for s in seqs:
                 i = index[s.request.id]
                 out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, k, s.preemptions
@@ -141,7 +143,8 @@ class Disaggregated(Layout):
         for k in range(n_pre):
             seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]], config.request_overhead_s)
             out.servers.append(("prefill", run_server(seqs, setting.policy("prefill"), setting.step, setting.blocks,
-                                                      setting.state, hand_off=True, should_stop=setting.should_stop)))
+                                                      setting.state, hand_off=True, should_stop=setting.should_stop,
+                                                      prefix_cache=config.prefix_cache)))
             link_free = 0.0
             for s in sorted(seqs, key=lambda s: s.token_s[0] if s.token_s else float("inf")):
                 i = index[s.request.id]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from core.registry import Registry
 from core.sim.workload import Request
@@ -72,6 +72,16 @@ class State:
     max_batch: int = 256  # sequences one iteration may hold (vLLM's max_num_seqs)
     max_prefill_tokens: int = 8192  # whole-prompt policies: prompt tokens per iteration, one prompt at least
     budget: int = 512  # chunked prefill: tokens per iteration, decodes included
+    prefix: Any = None  # the server's core.sim.prefix.PrefixCache when prefix caching is on
+
+    def start_of(self, seq: Seq) -> tuple[int, int]:
+        """(positions in its cache, blocks it holds for nothing) if `seq` were scheduled now: a request
+        not yet holding blocks starts from its reused prefix, whose blocks cost nothing when another
+        request holds them and one free block each when they are free but still cached."""
+        if self.prefix is None or seq.blocks:
+            return seq.prefilled, seq.blocks
+        hit, evictable = self.prefix.lookup(seq)
+        return hit, hit // self.block_tokens - evictable
 
     def blocks_for(self, positions: int) -> int:
         return -(-positions // self.block_tokens)
@@ -112,12 +122,13 @@ class Policy(ABC):
                 break
             if s.decoding:
                 continue  # arrived with its cache (a disaggregated hand-off): the loop admits it
-            need = state.blocks_for(s.target)
-            if need > free or (rows and tokens + s.target > limit):
+            cached, held = state.start_of(s)
+            need, n_new = state.blocks_for(s.target) - held, s.target - cached
+            if need > free or (rows and tokens + n_new > limit):
                 break  # first come first served: nobody overtakes the head of the queue
-            rows.append(Row(s, s.target))
+            rows.append(Row(s, n_new))
             free -= need
-            tokens += s.target
+            tokens += n_new
             slots -= 1
         return rows
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.cost import kv_bytes_per_token
@@ -70,6 +70,7 @@ class SimConfig:
     time_scale: float = 1.0  # a recorded trace: 2 plays it at twice its requests per second
     window_start_s: float = 0.0  # a recorded trace: where in the recording to start
     window_s: float | None = None  # a recorded trace: how long a slice (None: to the end)
+    prefix_cache: bool = False  # keep full KV blocks by content and reuse them (core.sim.prefix), as vLLM v1
 
     def checked(self) -> SimConfig:
         """ValueError, in words, for settings no server could run."""
@@ -106,6 +107,8 @@ class SimConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value < 0 or value > 1e7):
                 raise ValueError(f"{name} must be a number of seconds from 0 up to 10,000,000, got {value!r}")
+        if not isinstance(self.prefix_cache, bool):
+            raise ValueError(f"prefix caching is on or off (true or false), got {self.prefix_cache!r}")
         get_layout(get_policy(self.policy).layout)().check(self)
         return self
 
@@ -133,15 +136,30 @@ class SimResult:
     def per_request(self) -> list[dict[str, Any]]:
         """One record per request: arrival, lengths, first-token time, token times, TTFT/TPOT/E2E."""
         out = []
+        hits = self.prefix_hits_of()
         for r, t, srv, pre in zip(self.requests, self.token_s, self.server_of, self.preemptions_of, strict=True):
             out.append({"id": r.id, "arrival_s": r.arrival_s, "prompt_tokens": r.prompt_tokens,
                         "output_tokens": r.output_tokens, "server": srv, "preemptions": pre,
+                        "prefix_hit_tokens": hits.get(r.id, 0),
                         "first_token_s": t[0] if t else None, **metrics.per_request(r.arrival_s, t),
                         "token_s": list(t)})
         return out
 
+    def prefix_hits_of(self) -> dict[int, int]:
+        """Prompt tokens each request reused from a prefix cache (its first admission), by request id."""
+        return {rid: hit for _, log in self.servers for rid, hit in log.hits_of.items()}
+
+    def prefix_hit_tokens(self) -> int:
+        return sum(log.prefix_hits for _, log in self.servers)
+
+    def prefix_hit_rate(self) -> float:
+        """Prompt tokens reused over prompt tokens looked up (vLLM's hits over queries); 0.0 when off."""
+        queries = sum(log.prefix_queries for _, log in self.servers)
+        return self.prefix_hit_tokens() / queries if queries else 0.0
+
     def to_dict(self, per_request: bool = False) -> dict[str, Any]:
         out = {"kind": "simulated", "settings": asdict(self.config), **self.metrics,
+               "prefix_hit_rate": self.prefix_hit_rate(), "prefix_hit_tokens": self.prefix_hit_tokens(),
                "preemptions": sum(log.preemptions for _, log in self.servers),
                "rejected": sum(len(log.rejected) for _, log in self.servers),
                "kv_blocks_per_server": self.kv_blocks_per_server,
@@ -254,7 +272,7 @@ def fitting(requests: Sequence[Request], spec: ModelSpec) -> tuple[list[Request]
                          f"{spec.max_positions:,} tokens")
     if len(fits) == len(requests):
         return list(requests), 0
-    kept = [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, r.blocks) for i, r in enumerate(fits)]
+    kept = [replace(r, id=i) for i, r in enumerate(fits)]
     return kept, len(requests) - len(fits)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.sim.workload import MAX_REQUESTS, Request, read_arrivals
@@ -81,7 +81,7 @@ def recorded(name: str) -> tuple[Request, ...]:
     path = TRAFFIC_DIR / rec.file
     requests = read_arrivals(path.read_bytes(), path.name, max_bytes=None)
     start = requests[0].arrival_s
-    return tuple(Request(r.id, r.arrival_s - start, r.prompt_tokens, r.output_tokens, r.blocks) for r in requests)
+    return tuple(replace(r, arrival_s=r.arrival_s - start) for r in requests)
 
 
 def _number(name: str, value: object, low: float, high: float, low_open: bool = False) -> float:
@@ -114,7 +114,7 @@ def play(name: str, requests: int, time_scale: float = 1.0, window_start_s: floa
         if max_context is not None and r.prompt_tokens + r.output_tokens - 1 > max_context:
             left_out += 1
             continue
-        kept.append(Request(len(kept), (r.arrival_s - start) / scale, r.prompt_tokens, r.output_tokens, r.blocks))
+        kept.append(replace(r, id=len(kept), arrival_s=(r.arrival_s - start) / scale))
     if not kept:
         why = (f"all {left_out:,} of its requests there are longer than the model's context window of "
                f"{max_context:,} tokens" if left_out else "no request arrives in it")

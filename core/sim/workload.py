@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,10 @@ class Request:
     # What the prompt shares with others, when the source says (Mooncake's hash_ids: one id per
     # PREFIX_BLOCK_TOKENS-token block; two prompts with the same leading ids share that prefix).
     blocks: tuple[int, ...] = ()
+    # What the prompt is made of, when a generator says: (content id, tokens) pieces in order, their
+    # tokens summing to the prompt's; two prompts share a prefix as far as their pieces agree.
+    segments: tuple[tuple[int, int], ...] = ()
+    answer_id: int | None = None  # the content id its answer goes by (a later turn re-sends it); None: its own
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, int) or self.id < 0:
@@ -44,6 +48,9 @@ class Request:
             value = getattr(self, field_name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"request {self.id}: {field_name} must be a positive integer, got {value!r}")
+        if self.segments and sum(n for _, n in self.segments) != self.prompt_tokens:
+            raise ValueError(f"request {self.id}: its prompt's pieces hold {sum(n for _, n in self.segments):,} "
+                             f"tokens, not its {self.prompt_tokens:,}")
         if self.blocks and len(self.blocks) != -(-self.prompt_tokens // PREFIX_BLOCK_TOKENS):
             raise ValueError(f"request {self.id}: a {self.prompt_tokens:,}-token prompt has "
                              f"{-(-self.prompt_tokens // PREFIX_BLOCK_TOKENS):,} blocks of {PREFIX_BLOCK_TOKENS} "
@@ -225,7 +232,7 @@ def read_arrivals(data: bytes, filename: str = "arrivals.jsonl", max_bytes: int 
         start = min(r.arrival_s for r in out)
         out = [Request(r.id, r.arrival_s - start, r.prompt_tokens, r.output_tokens) for r in out]
     out.sort(key=lambda r: (r.arrival_s, r.id))
-    return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, r.blocks) for i, r in enumerate(out)]
+    return [replace(r, id=i) for i, r in enumerate(out)]
 
 
 def _csv_records(text: str) -> tuple[str, list[tuple[int, dict[str, Any]]]]:

@@ -26,14 +26,15 @@ class Chunked(Policy):
                 break
             if not admitted and (slots <= 0 or s.decoding):
                 continue
-            chunk = min(s.remaining_prefill, left)
+            cached, held = (s.prefilled, s.blocks) if admitted else state.start_of(s)
+            chunk = min(s.target - cached, left)
             # blocks this chunk needs beyond those it holds; shrink the chunk to what is free
-            while chunk > 0 and state.blocks_for(s.prefilled + chunk) - s.blocks > free:
-                chunk = (free + s.blocks) * state.block_tokens - s.prefilled
+            while chunk > 0 and state.blocks_for(cached + chunk) - held > free:
+                chunk = (free + held) * state.block_tokens - cached
             if chunk <= 0:
                 break  # first come first served
             rows.append(Row(s, chunk))
-            free -= state.blocks_for(s.prefilled + chunk) - s.blocks
+            free -= state.blocks_for(cached + chunk) - held
             left -= chunk
             slots -= 0 if admitted else 1
         return rows

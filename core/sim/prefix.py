@@ -1,0 +1,180 @@
+"""A server's prefix cache, with vLLM v1's rules: full KV blocks are kept by content and reused.
+
+How vLLM v1 does it (vllm/v1/core/block_pool.py, kv_cache_manager.py), and this model of it:
+- A block is named by its chain: the name of the block before it and the tokens it holds. Two
+  prompts share a block only if they share everything up to and including it.
+- A block is registered (becomes findable) as soon as the tokens scheduled into it fill it: prompt
+  blocks and blocks of generated tokens alike, while their request still runs.
+- A freed block keeps its content and name; it is overwritten only when memory needs a block, least
+  recently freed first (a request's blocks are freed last block first, so its tail goes first).
+  Blocks never used come before any freed one.
+- A new request reuses the leading run of registered full blocks, capped so that at least one token
+  of its prompt is computed; a block in use by another request is shared, not copied, and counted once.
+- Counters follow vLLM's `prefix_cache_queries` / `prefix_cache_hits` (in tokens): a request's first
+  admission counts its prompt and its reused tokens; a preempted request's recompute may reuse its own
+  freed blocks but counts as neither.
+
+Where this differs from vLLM: a block that two requests fill at once is registered once (vLLM may keep
+both copies); a request sees the blocks registered by requests scheduled in earlier iterations, not
+by those admitted in the same iteration.
+
+What a prompt holds comes from its request (core.sim.workload.Request): `segments`, pieces of content
+by id and length, or Mooncake's `blocks` (one id per 512 tokens); otherwise the prompt is its own.
+A request's generated tokens are its own content.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from core.sim.policy import Seq
+from core.sim.workload import PREFIX_BLOCK_TOKENS, Request
+
+
+def content(request: Request) -> list[tuple[tuple[int, int], int]]:
+    """What the request's prompt and answer are made of: (content id, tokens) pieces in order. Ids
+    are pairs of integers (hashed the same in every process): a source's own id, a prompt of its own,
+    or a request's answer."""
+    if request.segments:
+        pieces = [((0, c), n) for c, n in request.segments]
+    elif request.blocks:
+        last = request.prompt_tokens - PREFIX_BLOCK_TOKENS * (len(request.blocks) - 1)
+        pieces = [((0, b), PREFIX_BLOCK_TOKENS) for b in request.blocks[:-1]] + [((0, request.blocks[-1]), last)]
+    else:
+        pieces = [((1, request.id), request.prompt_tokens)]  # a prompt of its own
+    answer = (2, request.id) if request.answer_id is None else (0, request.answer_id)
+    pieces.append((answer, request.output_tokens))  # a later turn may re-send it under that id
+    return pieces
+
+
+def block_names(request: Request, block_tokens: int) -> list[int]:
+    """A name for each full block of the request's prompt and answer, in order, such that two blocks
+    have the same name exactly when everything up to their last token is the same content.
+
+    A block ending inside piece i at offset k of it is named by (what came before piece i, piece i's
+    id, k): the same pieces before, the same piece, as far in. One hash per piece, not per block."""
+    names: list[int] = []
+    before, start = 0, 0  # hash of the pieces before this one; this piece's first position
+    for cid, n in content(request):
+        piece = hash((before, cid)) << 24  # offsets stay below 2**24 (pieces are at most 1M tokens)
+        first = (-start) % block_tokens or block_tokens  # offset of the first block end inside this piece
+        names.extend(piece | k for k in range(first, n + 1, block_tokens))
+        before, start = hash((before, cid, n)), start + n
+    return names
+
+
+class PrefixCache:
+    """One server's KV blocks with their names: who holds each, which are free, which are findable.
+
+    Physical blocks are numbered as first used; `fresh` counts those never used yet. A Seq's blocks
+    are the list in `tables[id(seq)]`, in position order."""
+
+    def __init__(self, total_blocks: int, block_tokens: int) -> None:
+        self.total, self.block = total_blocks, block_tokens
+        self.used_ever = 0
+        self.ref: list[int] = []  # per physical block: requests holding it
+        self.name_of: list[int | None] = []
+        self.by_name: dict[int, int] = {}  # findable blocks: name -> physical block
+        self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
+        self.tables: dict[int, list[int]] = {}
+        self.names: dict[int, list[int]] = {}  # per request id: its block names, worked out once
+        self.registered: dict[int, int] = {}  # per Seq: how many of its blocks are registered
+        self.query_tokens = self.hit_tokens = 0
+        self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
+
+    @property
+    def free(self) -> int:
+        """Blocks a request could take now: never used, or freed (cached content is overwritten)."""
+        return self.total - self.used_ever + len(self.free_queue)
+
+    def _names(self, seq: Seq) -> list[int]:
+        rid = seq.request.id
+        found = self.names.get(rid)
+        if found is None:
+            found = self.names[rid] = block_names(seq.request, self.block)
+        return found
+
+    def lookup(self, seq: Seq) -> tuple[int, int]:
+        """(tokens it would reuse, how many of those blocks are free now): the leading run of its
+        registered full blocks, leaving at least one token of what it must hold to compute."""
+        names, by_name, ref = self._names(seq), self.by_name, self.ref
+        most = (seq.target - 1) // self.block
+        hit = evictable = 0
+        for name in names[:most]:
+            block = by_name.get(name)
+            if block is None:
+                break
+            hit += 1
+            evictable += ref[block] == 0
+        return hit * self.block, evictable
+
+    def admit(self, seq: Seq) -> int:
+        """Take the reused blocks for a request starting (or restarting) its prefill; returns the
+        tokens reused, now in its cache. Counted only at a first admission."""
+        hit, _ = self.lookup(seq)
+        table = self.tables.setdefault(id(seq), [])
+        names = self._names(seq)
+        for name in names[:hit // self.block]:
+            block = self.by_name[name]
+            if self.ref[block] == 0:
+                del self.free_queue[block]
+            self.ref[block] += 1
+            table.append(block)
+        self.registered[id(seq)] = len(table)
+        if seq.preemptions == 0:
+            self.query_tokens += seq.request.prompt_tokens
+            self.hit_tokens += hit
+            self.hits_of[seq.request.id] = hit
+        return hit
+
+    def grow(self, seq: Seq, blocks: int) -> None:
+        """Give `seq` blocks until it holds `blocks`: never-used ones first, then the least recently
+        freed, whose cached content is overwritten."""
+        table = self.tables.setdefault(id(seq), [])
+        need = blocks - len(table)
+        fresh = min(need, self.total - self.used_ever)
+        if fresh > 0:
+            first = self.used_ever
+            self.used_ever += fresh
+            table.extend(range(first, first + fresh))
+            self.ref.extend([1] * fresh)
+            self.name_of.extend([None] * fresh)
+            need -= fresh
+        if need <= 0:
+            return
+        pop, name_of, by_name, ref = self.free_queue.popitem, self.name_of, self.by_name, self.ref
+        for _ in range(need):
+            block = pop(last=False)[0]
+            old = name_of[block]
+            if old is not None:
+                if by_name.get(old) == block:
+                    del by_name[old]
+                name_of[block] = None
+            ref[block] = 1
+            table.append(block)
+
+    def register(self, seq: Seq, positions: int) -> None:
+        """Make the blocks that `positions` tokens fill findable by name (those not already are)."""
+        full = positions // self.block
+        done = self.registered.get(id(seq), 0)
+        if full <= done:
+            return
+        table, names = self.tables[id(seq)], self._names(seq)
+        for k in range(done, min(full, len(names))):
+            name = names[k]
+            if name not in self.by_name:
+                self.by_name[name] = table[k]
+                self.name_of[table[k]] = name
+        self.registered[id(seq)] = full
+
+    def release(self, seq: Seq) -> None:
+        """Free every block `seq` holds, last block first; their content stays findable until overwritten."""
+        table = self.tables.pop(id(seq), [])
+        self.registered.pop(id(seq), None)
+        for block in reversed(table):
+            self.ref[block] -= 1
+            if self.ref[block] == 0:
+                self.free_queue[block] = None
+
+    def held(self, seq: Seq) -> int:
+        return len(self.tables.get(id(seq), ()))
