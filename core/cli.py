@@ -139,6 +139,7 @@ def cmd_simulate(args) -> int:
                        ttft_target_s=args.ttft_target, tpot_target_s=args.tpot_target,
                        prompt_median=args.prompt_median, output_median=args.output_median,
                        length_sigma=args.length_sigma, window_s=args.window, prefix_cache=args.prefix_cache,
+                       router=args.router, router_queue_bound=args.router_queue_bound,
                        **picked, **chosen)
     requests = None
     if args.arrivals:
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Discrete-event simulation of serving: requests arrive, a policy batches them, "
                                    "every iteration is priced by the cost model and the datasheet predictor.")
     from core.sim.policies import POLICIES
+    from core.sim.routers import ROUTERS
 
     s.add_argument("--policy", default="chunked", choices=list(POLICIES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in POLICIES.items()))
@@ -257,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--prefix-cache", action="store_true",
                    help="keep full KV blocks by content and reuse them for prompts that share a prefix (vLLM v1's "
                         "automatic prefix caching; off by default)")
+    s.add_argument("--router", default="round-robin", choices=list(ROUTERS),
+                   help="which copy an arriving request goes to (default round-robin; prefix-aware needs "
+                        "--prefix-cache)")
+    s.add_argument("--router-queue-bound", type=int, default=4,
+                   help="prefix-aware: pass over a copy whose queue is more than this many requests longer "
+                        "than the shortest (default 4)")
     s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_simulate)

@@ -95,3 +95,27 @@ def test_disaggregated_keeps_its_checks_and_its_hand_offs():
     split = simulate(SimConfig(policy="disaggregated", requests=50, instances=2))
     assert [role for role, _ in split.servers] == ["prefill", "decode"]
     assert split.transfers and all(end >= begin for _, begin, end in split.transfers)
+
+
+def test_a_router_registered_in_one_place_reaches_the_command_line_and_the_simulation():
+    from core.sim.routers import ROUTERS, Router
+    from core.sim.routers import register as register_router
+
+    class LastCopy(Router):
+        name = "last-copy"
+        label = "Last copy"
+        description = "every request to the last copy"
+
+        def pick(self, request, servers) -> int:
+            return len(servers) - 1
+
+    def choices() -> list[str]:
+        sub = next(a for a in build_parser()._actions if a.dest == "command")
+        return next(a for a in sub.choices["simulate"]._actions if a.dest == "router").choices
+
+    with registered(ROUTERS, register_router(LastCopy)):
+        assert "last-copy" in choices()
+        result = simulate(SimConfig(router="last-copy", requests=30, instances=3))
+        assert set(result.server_of) == {2} and all(len(t) == r.output_tokens
+                                                    for t, r in zip(result.token_s, result.requests, strict=True))
+    assert "last-copy" not in choices()

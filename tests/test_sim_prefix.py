@@ -12,16 +12,21 @@ import sys
 
 import pytest
 
+from core.sim.engine import run_server
+from core.sim.layouts import _positions
+from core.sim.policies import get_policy
+from core.sim.policy import Seq, State
 from core.sim.prefix import block_names
-from core.sim.simulate import SimConfig, simulate
+from core.sim.simulate import SimConfig, deployment, simulate
+from core.sim.steptime import StepTime
 from core.sim.workload import Request
 
 B = 16
 
 
 def run(requests: list[Request], kv_blocks: int = 1000, cache: bool = True, **settings):
-    config = SimConfig(model="llama-3.1-8b", hardware="h100-sxm", instances=1, kv_blocks=kv_blocks,
-                       block_tokens=B, prefix_cache=cache, **settings)
+    config = SimConfig(model="llama-3.1-8b", hardware="h100-sxm", kv_blocks=kv_blocks, block_tokens=B,
+                       prefix_cache=cache, **{"instances": 1, **settings})
     return simulate(config, requests)
 
 
@@ -141,3 +146,71 @@ def test_the_command_line_switch_and_json():
 def test_a_setting_that_is_not_a_switch_is_refused():
     with pytest.raises(ValueError, match="prefix caching is on or off"):
         SimConfig(prefix_cache="yes").checked()
+
+
+# --- routers: copies on one clock -----------------------------------------------------------------
+
+def test_the_prefix_aware_router_sends_a_prompt_where_its_prefix_is_cached():
+    """Two copies. A (prefix a) goes to copy 0, B (prefix b) to copy 1 (no hit anywhere: the less
+    loaded); later C (prefix b) finds b cached on copy 1 and goes there, where round robin deals it
+    to copy 0 and misses."""
+    reqs = [req(0, 0.0, [(1, 64), (10, 16)], output=50), req(1, 0.01, [(2, 64), (11, 16)], output=50),
+            req(2, 10.0, [(2, 64), (12, 16)])]
+    aware = run(reqs, instances=2, router="prefix-aware")
+    assert aware.server_of == [0, 1, 1] and aware.prefix_hits_of()[2] == 64
+    dealt = run(reqs, instances=2)
+    assert dealt.server_of == [0, 1, 0] and dealt.prefix_hit_tokens() == 0
+
+
+def test_the_prefix_aware_router_passes_over_a_copy_whose_queue_is_too_long():
+    """One running sequence per copy. Copy 0 holds prefix a and runs A; four more prompts starting
+    with a arrive together: with a bound of 2 the first three queue on copy 0 (queues 0, 1, 2 against
+    the other's 0), the fourth would make it 3 longer, so it goes to copy 1."""
+    a = (1, 64)
+    reqs = [req(0, 0.0, [a, (10, 16)], output=500)] + [req(i, 0.5, [a, (10 + i, 16)]) for i in range(1, 5)]
+    result = run(reqs, instances=2, router="prefix-aware", router_queue_bound=2, max_batch=1)
+    assert result.server_of == [0, 0, 0, 0, 1]
+    assert run(reqs, instances=2, router="prefix-aware", router_queue_bound=0, max_batch=1).server_of == [0, 0, 1, 0, 1]
+
+
+def test_round_robin_through_the_router_matches_the_simulator_before_routers():
+    """The router deals in turn as the layout did (copies' shares fixed before they ran): the same
+    requests, the same token times, with and without the cache, on two and three copies."""
+    for copies in (2, 3):
+        config = SimConfig(requests=120, instances=copies, kv_blocks=4000).checked()
+        result = simulate(config)
+        ordered, _ = _positions(result.requests)
+        spec, hw, scenario = deployment(config)
+        step = StepTime.fit(spec, hw, scenario)
+        state = State(0.0, 4000, budget=config.budget)
+        for k in range(copies):
+            seqs = [Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::copies]]
+            run_server(seqs, get_policy("chunked")(), step, 4000, state)
+            for s in seqs:
+                assert result.token_s[s.request.id] == s.token_s
+
+
+def test_on_the_mooncake_conversation_trace_the_cache_and_the_router_pay_off():
+    """The bundled Mooncake conversation trace on an H100 (llama-3.1-8b reads all of it): with the
+    cache, requests reuse earlier turns and the median TTFT drops; with four copies, sending a prompt
+    where its prefix is cached reuses more than dealing in turn."""
+    common = {"workload": "mooncake-conv", "requests": 300, "model": "llama-3.1-8b", "hardware": "h100-sxm",
+              "time_scale": 0.5}
+    on = simulate(SimConfig(instances=1, prefix_cache=True, **common))
+    off = simulate(SimConfig(instances=1, **common))
+    assert 0 < on.prefix_hit_rate() < 1 and off.prefix_hit_rate() == 0.0
+    assert on.metrics["ttft_p50_s"] < off.metrics["ttft_p50_s"]
+    dealt = simulate(SimConfig(instances=4, prefix_cache=True, **common))
+    aware = simulate(SimConfig(instances=4, prefix_cache=True, router="prefix-aware", **common))
+    assert aware.prefix_hit_rate() > dealt.prefix_hit_rate() > 0
+
+
+def test_routers_refuse_settings_they_cannot_use():
+    with pytest.raises(ValueError, match="turn the prefix cache on"):
+        SimConfig(router="prefix-aware").checked()
+    with pytest.raises(ValueError, match="unknown router"):
+        SimConfig(router="random").checked()
+    with pytest.raises(ValueError, match="disaggregated serving deals"):
+        SimConfig(policy="disaggregated", router="prefix-aware", prefix_cache=True).checked()
+    with pytest.raises(ValueError, match="queue bound"):
+        SimConfig(router_queue_bound=-1).checked()

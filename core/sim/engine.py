@@ -41,54 +41,86 @@ class SimulationStopped(Exception):  # noqa: N818 (a request, not an error)
 STOP_CHECK_EVERY = 1024  # loop passes between two `should_stop` calls (well under a millisecond of work)
 
 
-def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
-               hand_off: bool = False, should_stop: Callable[[], bool] | None = None,
-               prefix_cache: bool = False) -> ServerLog:
-    """Serve `arrivals` (sorted by available_s) to completion, filling in each Seq's token times.
+class Server:
+    """One simulated server: its queues, clock and KV blocks. Requests are offered in arrival order
+    (`offer`); `run` advances the loop up to a time, or to the end of what it was offered, so a
+    router can look at every copy's state at each arrival (copies on one clock).
 
-    `state` gives the limits (block size, batch, budgets); its clock and free blocks are the loop's.
-    `hand_off`: a disaggregated prefill server; a request leaves as soon as its first token is out.
-    `should_stop` is asked every STOP_CHECK_EVERY passes; True ends the run with SimulationStopped.
-    `prefix_cache`: full blocks are kept by content and reused (core.sim.prefix), as vLLM v1 does.
+    `state` gives the limits (block size, batch, budgets); the server keeps its own copy, whose clock
+    and free blocks the loop moves. `hand_off`: a disaggregated prefill server; a request leaves as
+    soon as its first token is out. `should_stop` is asked every STOP_CHECK_EVERY passes; True ends
+    the run with SimulationStopped. `prefix_cache`: full blocks are kept by content and reused
+    (core.sim.prefix), as vLLM v1 does; `names` may be shared by servers of the same block size.
     """
-    log = ServerLog(kv_blocks=kv_blocks)
-    block = state.block_tokens
-    pc = PrefixCache(kv_blocks, block) if prefix_cache else None
-    state = replace(state, prefix=pc)  # this server's own: the loop moves its clock and free blocks
-    waiting: deque[Seq] = deque()
-    running: list[Seq] = []
-    free = kv_blocks
-    now = 0.0
-    nxt, n = 0, len(arrivals)
-    shape = step.shape  # what core.cost.row_sums needs, once per run
 
-    def preempt_last() -> None:
-        nonlocal free
-        victim = running.pop()
-        if pc is None:
-            free += victim.blocks
+    def __init__(self, policy: Policy, step: StepTime, kv_blocks: int, state: State, hand_off: bool = False,
+                 should_stop: Callable[[], bool] | None = None, prefix_cache: bool = False,
+                 names: dict[int, list[int]] | None = None) -> None:
+        self.log = ServerLog(kv_blocks=kv_blocks)
+        self.policy, self.step_time, self.kv_blocks = policy, step, kv_blocks
+        self.block = state.block_tokens
+        self.prefix = PrefixCache(kv_blocks, self.block, names) if prefix_cache else None
+        self.state = replace(state, prefix=self.prefix)
+        self.hand_off, self.should_stop = hand_off, should_stop
+        self.pending: deque[Seq] = deque()  # offered, not yet at the scheduler (available_s in order)
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.free = kv_blocks
+        self.now = 0.0
+        self.passes = 0
+        self.shape = step.shape  # what core.cost.row_sums needs, once per run
+
+    def offer(self, seq: Seq) -> None:
+        self.pending.append(seq)
+
+    def queued(self) -> int:
+        """Requests offered that are not running yet."""
+        return len(self.pending) + len(self.waiting)
+
+    def load(self) -> int:
+        return len(self.pending) + len(self.waiting) + len(self.running)
+
+    def run(self, until: float = float("inf")) -> ServerLog:
+        """Advance until the clock reaches `until`, or (with `until` left infinite) until every request
+        offered is served; a server with nothing it can do before more is offered stops early."""
+        final = until == float("inf")
+        while (self.pending or self.waiting or self.running) and self.now < until:
+            if not self._pass(final):
+                break
+        if final and self.prefix is not None:
+            pc = self.prefix
+            self.log.prefix_queries, self.log.prefix_hits, self.log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
+        return self.log
+
+    def _preempt_last(self) -> None:
+        victim = self.running.pop()
+        if self.prefix is None:
+            self.free += victim.blocks
         else:
-            pc.release(victim)
-            free = pc.free
+            self.prefix.release(victim)
+            self.free = self.prefix.free
         victim.blocks = victim.prefilled = 0
         victim.target = victim.request.prompt_tokens + victim.generated
         victim.preemptions += 1
-        log.preemptions += 1
-        waiting.appendleft(victim)
+        self.log.preemptions += 1
+        self.waiting.appendleft(victim)
 
-    passes = 0
-    while nxt < n or waiting or running:
-        passes += 1
-        if should_stop is not None and passes % STOP_CHECK_EVERY == 0 and should_stop():
+    def _pass(self, final: bool) -> bool:
+        """One pass of the loop: admit what has arrived, then one iteration (or a wait, or a
+        preemption). False when nothing can happen until more is offered."""
+        self.passes += 1
+        if self.should_stop is not None and self.passes % STOP_CHECK_EVERY == 0 and self.should_stop():
             raise SimulationStopped
-        while nxt < n and arrivals[nxt].available_s <= now:
-            s = arrivals[nxt]
-            nxt += 1
-            final = s.request.prompt_tokens + s.request.output_tokens - 1
-            if -(-final // block) > kv_blocks:
+        block, kv_blocks, pc, log, state = self.block, self.kv_blocks, self.prefix, self.log, self.state
+        pending, waiting, running, now = self.pending, self.waiting, self.running, self.now
+        while pending and pending[0].available_s <= now:
+            s = pending.popleft()
+            final_positions = s.request.prompt_tokens + s.request.output_tokens - 1
+            if -(-final_positions // block) > kv_blocks:
                 log.rejected.append(s.request.id)  # could never hold its own cache, even alone
                 continue
             waiting.append(s)
+        free = self.free
         # requests that arrive with their cache (a disaggregated hand-off) are admitted here
         while waiting and waiting[0].decoding and waiting[0].blocks == 0 and len(running) < state.max_batch:
             if -(-(waiting[0].prefilled + 1) // block) > free:  # its cache, and room for the next token
@@ -102,29 +134,34 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 pc.register(s, s.prefilled)
                 s.blocks, free = pc.held(s), pc.free
             running.append(s)
+        self.free = free
         if not waiting and not running:
-            if nxt < n:
-                now = max(now, arrivals[nxt].available_s)
-            continue
+            if pending:
+                self.now = max(now, pending[0].available_s)
+                return True
+            return False
         # reserve a block for every decode whose next token starts one; preempt while short
         while True:
             need = sum(1 for s in running if s.prefilled >= s.target and s.prefilled >= s.blocks * block)
-            if need <= free or not running:
+            if need <= self.free or not running:
                 break
-            preempt_last()
-        state.now_s, state.free_blocks = now, free - need
-        rows = policy.next_iteration(waiting, running, state)
+            self._preempt_last()
+        state.now_s, state.free_blocks = now, self.free - need
+        rows = self.policy.next_iteration(waiting, running, state)
         if not rows:
             if running and _stuck(running):
-                preempt_last()  # part-way prefills hold every block: free the newest for the others
-            elif nxt < n:
-                now = max(now, arrivals[nxt].available_s)
+                self._preempt_last()  # part-way prefills hold every block: free the newest for the others
+            elif pending:
+                self.now = max(now, pending[0].available_s)
             elif running:
-                preempt_last()
+                self._preempt_last()
+            elif not final:
+                return False  # only a later arrival can change anything
             else:
-                raise RuntimeError(f"policy {policy.name} scheduled nothing with {len(waiting)} requests "
+                raise RuntimeError(f"policy {self.policy.name} scheduled nothing with {len(waiting)} requests "
                                    "waiting and none running")
-            continue
+            return True
+        free = self.free
         admitted = set()
         for seq, n_new, _ in rows:
             if n_new and seq.blocks == 0 and seq.prefilled == 0:
@@ -132,7 +169,7 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                 if pc is not None:  # it starts from the blocks it reuses (the policy counted them)
                     seq.prefilled = pc.admit(seq)
                     seq.blocks = pc.held(seq)
-        sums = row_sums(shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
+        sums = row_sums(self.shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
         prefill_tokens = decode_tokens = padded = 0
         for seq, n_new, pad in rows:
             padded += pad
@@ -153,6 +190,7 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
             seq.blocks = want
         if pc is not None:
             free = pc.free
+        step = self.step_time
         positions = 0
         if step.learned_positions:
             from core.cost import _position_rows
@@ -172,6 +210,7 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
         log.iterations.append((now, dt, prefill_tokens, decode_tokens, len(rows), padded))
         now += dt
         done = False
+        hand_off = self.hand_off
         for seq, n_new, _ in rows:
             if n_new == 0:
                 continue
@@ -188,13 +227,23 @@ def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: i
                     seq.blocks = -1  # gone from this server
                     done = True
         if done:
-            running = [s for s in running if s.blocks != -1]
+            self.running = [s for s in running if s.blocks != -1]
         if free < 0:
-            raise AssertionError(f"KV blocks overcommitted ({free}) by policy {policy.name}")
+            raise AssertionError(f"KV blocks overcommitted ({free}) by policy {self.policy.name}")
+        self.free, self.now = free, now
         log.kv_used.append((now, kv_blocks - free))
-    if pc is not None:
-        log.prefix_queries, log.prefix_hits, log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
-    return log
+        return True
+
+
+def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
+               hand_off: bool = False, should_stop: Callable[[], bool] | None = None,
+               prefix_cache: bool = False) -> ServerLog:
+    """Serve `arrivals` (sorted by available_s) to completion on one Server, filling in each Seq's
+    token times."""
+    server = Server(policy, step, kv_blocks, state, hand_off, should_stop, prefix_cache)
+    for seq in arrivals:
+        server.offer(seq)
+    return server.run()
 
 
 def _stuck(running: list[Seq]) -> bool:

@@ -6,8 +6,9 @@ out and where. Each policy names the layout it needs (`Policy.layout`); `simulat
 here, so a new layout is one registered class in this module, and `--policy disaggregated` keeps
 meaning what it meant.
 
-- colocated: every model copy prefills and decodes; arriving requests are dealt to the copies in
-  turn (round robin).
+- colocated: every model copy prefills and decodes; a router (core.sim.routers) sends each arriving
+  request to a copy: in turn (round robin), or by what the copies hold (prefix-aware), the copies
+  then running on one clock.
 - disaggregated: some copies only prefill, the rest only decode; each request's KV cache moves
   from its prefill copy to a decode copy over the devices' link, one transfer at a time per link.
 """
@@ -20,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from core.registry import Registry
-from core.sim.engine import ServerLog, run_server
+from core.sim.engine import Server, ServerLog, run_server
 from core.sim.policy import Policy, Seq, State
+from core.sim.routers import get_router
 from core.sim.steptime import StepTime
 from core.sim.workload import Request
 
@@ -32,6 +34,8 @@ class Copies(Protocol):
     instances: int
     request_overhead_s: float  # each request's cost in the copy's front end (HTTP, tokenizing): see front_end
     prefix_cache: bool  # each copy keeps full KV blocks by content and reuses them (core.sim.prefix)
+    router: str  # which copy an arriving request goes to (core.sim.routers)
+    router_queue_bound: int
 
     def prefill_count(self) -> int: ...
 
@@ -111,16 +115,30 @@ class Colocated(Layout):
 
     def run(self, requests: Sequence[Request], setting: Setting) -> Served:
         ordered, index = _positions(requests)
-        out, n = Served.empty(len(requests)), setting.config.instances
-        for k in range(n):
-            seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n]],
-                             setting.config.request_overhead_s)
-            out.servers.append(("both", run_server(seqs, setting.policy(), setting.step, setting.blocks,
-                                                   setting.state, should_stop=setting.should_stop,
-                                                   prefix_cache=setting.config.prefix_cache)))
-            for s in seqs:
-                i = index[s.request.id]
-                out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, k, s.preemptions
+        config = setting.config
+        out, n = Served.empty(len(requests)), config.instances
+        names: dict[int, list[int]] = {}  # block names, worked out once for every copy
+        servers = [Server(setting.policy(), setting.step, setting.blocks, setting.state,
+                          should_stop=setting.should_stop, prefix_cache=config.prefix_cache, names=names)
+                   for _ in range(n)]
+        router = get_router(config.router)(config.router_queue_bound)
+        cost, ready = config.request_overhead_s, [float("-inf")] * n
+        placed: list[tuple[int, Seq]] = []
+        for r in ordered:
+            if router.needs_state:
+                for server in servers:
+                    server.run(until=r.arrival_s)
+            k = router.pick(r, servers)
+            # the copy's front end (HTTP, tokenizing), one request at a time: see front_end
+            ready[k] = max(r.arrival_s, ready[k]) + cost if cost > 0 else r.arrival_s
+            seq = Seq(r, ready[k], r.prompt_tokens)
+            servers[k].offer(seq)
+            placed.append((k, seq))
+        for server in servers:
+            out.servers.append(("both", server.run()))
+        for k, s in placed:
+            i = index[s.request.id]
+            out.token_s[i], out.server_of[i], out.preemptions_of[i] = s.token_s, k, s.preemptions
         return out
 
 
@@ -130,6 +148,9 @@ class Disaggregated(Layout):
     description = "prefill copies and decode copies apart, each request's KV cache sent over the link"
 
     def check(self, config: Copies) -> None:
+        if config.router != "round-robin":
+            raise ValueError(f"the {config.router} router places requests on colocated copies; disaggregated "
+                             "serving deals them to its prefill copies in turn (round robin)")
         p = config.prefill_count()
         if config.instances < 2 or not 1 <= p < config.instances:
             raise ValueError("disaggregated serving needs at least two model copies, at least one for prefill "

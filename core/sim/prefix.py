@@ -69,7 +69,7 @@ class PrefixCache:
     Physical blocks are numbered as first used; `fresh` counts those never used yet. A Seq's blocks
     are the list in `tables[id(seq)]`, in position order."""
 
-    def __init__(self, total_blocks: int, block_tokens: int) -> None:
+    def __init__(self, total_blocks: int, block_tokens: int, names: dict[int, list[int]] | None = None) -> None:
         self.total, self.block = total_blocks, block_tokens
         self.used_ever = 0
         self.ref: list[int] = []  # per physical block: requests holding it
@@ -77,7 +77,7 @@ class PrefixCache:
         self.by_name: dict[int, int] = {}  # findable blocks: name -> physical block
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
         self.tables: dict[int, list[int]] = {}
-        self.names: dict[int, list[int]] = {}  # per request id: its block names, worked out once
+        self.names: dict[int, list[int]] = {} if names is None else names  # per request id, worked out once
         self.registered: dict[int, int] = {}  # per Seq: how many of its blocks are registered
         self.query_tokens = self.hit_tokens = 0
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
@@ -93,6 +93,18 @@ class PrefixCache:
         if found is None:
             found = self.names[rid] = block_names(seq.request, self.block)
         return found
+
+    def peek(self, request: Request) -> int:
+        """Prompt tokens a request arriving now would reuse here (a router's question)."""
+        names = self.names.get(request.id)
+        if names is None:
+            names = self.names[request.id] = block_names(request, self.block)
+        hit, by_name = 0, self.by_name
+        for name in names[:(request.prompt_tokens - 1) // self.block]:
+            if name not in by_name:
+                break
+            hit += 1
+        return hit * self.block
 
     def lookup(self, seq: Seq) -> tuple[int, int]:
         """(tokens it would reuse, how many of those blocks are free now): the leading run of its

@@ -22,9 +22,10 @@ from core.sim.engine import ServerLog, SimulationStopped  # noqa: F401 (Simulati
 from core.sim.layouts import Setting, get_layout
 from core.sim.policies import get_policy
 from core.sim.policy import State
+from core.sim.routers import get_router
 from core.sim.steptime import StepTime
 from core.sim.traffic import MAX_TIME_SCALE, Played, is_recorded, play, recordings
-from core.sim.workload import Request, custom, generate, get_workload, load_workloads
+from core.sim.workload import MAX_REQUESTS, Request, custom, generate, get_workload, load_workloads
 from core.spec import ModelSpec, load_model_preset
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-3.1-8b", "h100-sxm"
@@ -71,6 +72,8 @@ class SimConfig:
     window_start_s: float = 0.0  # a recorded trace: where in the recording to start
     window_s: float | None = None  # a recorded trace: how long a slice (None: to the end)
     prefix_cache: bool = False  # keep full KV blocks by content and reuse them (core.sim.prefix), as vLLM v1
+    router: str = "round-robin"  # which copy an arriving request goes to (core.sim.routers)
+    router_queue_bound: int = 4  # prefix-aware: a copy whose queue is this much longer than the shortest is passed over
 
     def checked(self) -> SimConfig:
         """ValueError, in words, for settings no server could run."""
@@ -109,6 +112,16 @@ class SimConfig:
                 raise ValueError(f"{name} must be a number of seconds from 0 up to 10,000,000, got {value!r}")
         if not isinstance(self.prefix_cache, bool):
             raise ValueError(f"prefix caching is on or off (true or false), got {self.prefix_cache!r}")
+        if not isinstance(self.router, str):
+            raise ValueError(f"a router is named by a string, got {self.router!r}")
+        router = get_router(self.router)
+        if router.needs_prefix_cache and not self.prefix_cache:
+            raise ValueError(f"the {self.router} router routes by what each copy's prefix cache holds: "
+                             "turn the prefix cache on")
+        if isinstance(self.router_queue_bound, bool) or not isinstance(self.router_queue_bound, int) \
+                or not 0 <= self.router_queue_bound <= MAX_REQUESTS:
+            raise ValueError(f"the router's queue bound must be a whole number from 0 to {MAX_REQUESTS:,}, "
+                             f"got {self.router_queue_bound!r}")
         get_layout(get_policy(self.policy).layout)().check(self)
         return self
 
