@@ -236,6 +236,20 @@ def bench_sim(sizes: tuple[int, ...] = (1000, 10_000)) -> dict[str, Any]:
             walls[policy] = round(result.sim_wall_s, 3)
         out[f"sim_wall_s_{n}"] = max(walls.values())
         out[f"sim_wall_s_{n}_by_policy"] = walls
+    # the prefix cache on: the same mix (nothing shared: the cache's bookkeeping alone), then the
+    # bundled Mooncake conversation trace (14k-token prompts sharing earlier turns), one copy and four
+    walls = {policy: round(simulate(SimConfig(policy=policy, requests=1000, prefix_cache=True)).sim_wall_s, 3)
+             for policy in sorted(POLICIES)}
+    out["sim_wall_s_1000_prefix_cache"] = max(walls.values())
+    out["sim_wall_s_1000_prefix_cache_by_policy"] = walls
+    trace = {"workload": "mooncake-conv", "requests": 1000}
+    for label, settings in (("one_copy", {"instances": 1}), ("four_copies_prefix_aware",
+                                                             {"instances": 4, "router": "prefix-aware"})):
+        cached = simulate(SimConfig(prefix_cache=True, **trace, **settings))
+        plain = simulate(SimConfig(**trace, **{**settings, "router": "round-robin"}))
+        out[f"sim_mooncake_{label}"] = {"wall_s_cache_on": round(cached.sim_wall_s, 3),
+                                        "wall_s_cache_off": round(plain.sim_wall_s, 3),
+                                        "prefix_hit_rate": round(cached.prefix_hit_rate(), 4)}
     return out
 
 

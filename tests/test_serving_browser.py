@@ -3,6 +3,8 @@ replays an arrival file and refuses a bad one without losing a setting. Screensh
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import ARTIFACTS, browser_page
@@ -77,4 +79,24 @@ def test_arrival_file_bad_then_good(app_server, page, tmp_path):
     page.get_by_text("no rate to sweep").wait_for(timeout=120_000)
     assert page.get_by_text("replayed from mine.csv").count() == 1
     assert page.get_by_text("cannot be replayed").count() == 0
+    assert page.locator("[data-testid=stException]").count() == 0
+
+
+def test_prefix_caching_from_a_link_and_the_switch(app_server, page):
+    """A link turns prefix caching on with the prefix-aware router on the Mooncake trace: both policies
+    say how much of the prompts they reused, the ticks chart marks those requests; the switch turns
+    it off again, the link forgets it and the line goes."""
+    page.goto(f"{app_server}/serving?work=mooncake-conv&n=200&inst=4&pcache=1&router=prefix-aware")
+    _wait_done(page)
+    main = page.get_by_test_id("stMainBlockContainer")
+    lines = main.get_by_text(re.compile(r"Prefix cache: [\d.]+% of prompt tokens reused"))
+    assert lines.count() == 2
+    assert main.get_by_text("prefix-aware router", exact=False).count() >= 2
+    assert page.locator("[data-testid=stException]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "serving-prefix-cache.png"), full_page=True)
+    main.get_by_text("Prefix caching", exact=True).click()
+    page.wait_for_function("() => !location.search.includes('pcache=')", timeout=60_000)
+    # the new results have no such line (the old ones, still drawn until the new pass ends, had it)
+    page.wait_for_function("() => !document.body.innerText.includes('Prefix cache: ')", timeout=120_000)
+    _wait_done(page)
     assert page.locator("[data-testid=stException]").count() == 0

@@ -309,3 +309,36 @@ def test_each_recording_at_the_page_defaults_fits_a_page_simulation(work):
     s = {**link.DEFAULTS, "work": work}
     serving_jobs.precheck(s)
     assert serving_jobs.job_work(s) <= serving_jobs.MAX_JOB_WORK
+
+
+def test_prefix_caching_on_the_page_reports_what_it_reused_and_marks_those_requests():
+    """The page's switch and router reach both policies' configs; the tiles' line, the table and the
+    ticks chart take their figures from the results; a link carries both and refuses bad values."""
+    from app.views.serving import figures as figs
+    from app.views.serving import link, text
+    from app.views.serving.jobs import configs
+
+    settings = {**link.DEFAULTS, "work": "mooncake-conv", "n": 200, "pcache": 1, "router": "prefix-aware",
+                "inst": 4, "a": "chunked", "b": "prefill-first"}
+    a, b = configs(settings)
+    assert a.prefix_cache and b.prefix_cache and a.router == b.router == "prefix-aware"
+    off = configs({**settings, "pcache": 0})[0]
+    assert not off.prefix_cache and off.router == "round-robin"  # the router reads the caches: dealt in turn
+    result = simulate(a)
+    line = text.prefix_line(result)
+    assert f"{result.prefix_hit_rate():.1%} of prompt tokens reused" in line and "prefix-aware router" in line
+    assert text.prefix_line(simulate(off)) is None
+    rows = text.metric_rows(result, simulate(b), ["A", "B"])
+    assert rows[-1]["metric (simulated)"] == "prefix cache: prompt tokens reused"
+    assert rows[-1]["A"] == f"{result.prefix_hit_rate():.1%}"
+    span = max(t[-1] for t in result.token_s if t)
+    fig = figs.token_ticks(result, 0.0, span, "ticks")
+    cached = next(t for t in fig["data"] if t["name"] == "arrives, its prompt's start cached")
+    hits = result.prefix_hits_of()
+    assert cached["y"] and all(hits[rid] > 0 for rid in cached["y"])
+    plain = next(t for t in fig["data"] if t["name"] == "request arrives")
+    assert all(hits.get(rid, 0) == 0 for rid in plain["y"])
+    parsed, notices = link.parse({"pcache": ["1"], "router": ["prefix-aware"]})
+    assert parsed["pcache"] == 1 and parsed["router"] == "prefix-aware" and not notices
+    parsed, notices = link.parse({"pcache": ["7"], "router": ["nearest"]})
+    assert parsed["pcache"] == 0 and parsed["router"] == "round-robin" and len(notices) == 2

@@ -120,20 +120,32 @@ def token_ticks(result: SimResult, start_s: float, length_s: float, title: str) 
     rows = [(r, t) for r, t in zip(result.requests, result.token_s, strict=True)
             if t and result.server_of[r.id] in shown and t[-1] >= start_s and r.arrival_s <= end_s]
     rows = rows[:MAX_TICK_REQUESTS]
-    xs, ys, ax, ay = [], [], [], []
+    hits = result.prefix_hits_of()
+    xs, ys, ax, ay, hx, hy, htext = [], [], [], [], [], [], []
     for r, t in rows:
         lo, hi = bisect.bisect_left(t, start_s), bisect.bisect_right(t, end_s)
         xs += t[lo:hi]
         ys += [r.id] * (hi - lo)
         if start_s <= r.arrival_s <= end_s:
-            ax.append(r.arrival_s)
-            ay.append(r.id)
+            if hits.get(r.id):  # its prefill started from cached blocks: a shorter wait to its first token
+                hx.append(r.arrival_s)
+                hy.append(r.id)
+                htext.append(f"{hits[r.id]:,} of {r.prompt_tokens:,}")
+            else:
+                ax.append(r.arrival_s)
+                ay.append(r.id)
     data = [{"type": "scatter", "mode": "markers", "x": xs, "y": ys, "name": "an output token",
              "marker": {"symbol": "line-ns-open", "size": 7, "color": pal.DECODE},
              "hovertemplate": "request %{y}: token at %{x:.3f} s (simulated)<extra></extra>"},
             {"type": "scatter", "mode": "markers", "x": ax, "y": ay, "name": "request arrives",
              "marker": {"symbol": "circle-open", "size": 7, "color": pal.GREY},
              "hovertemplate": "request %{y} arrives at %{x:.3f} s<extra></extra>"}]
+    if hx:
+        data.append({"type": "scatter", "mode": "markers", "x": hx, "y": hy, "text": htext,
+                     "name": "arrives, its prompt's start cached", "marker": {"symbol": "circle", "size": 7,
+                                                                             "color": pal.GREEN},
+                     "hovertemplate": "request %{y} arrives at %{x:.3f} s; %{text} prompt tokens reused from the "
+                                      "prefix cache (simulated)<extra></extra>"})
     if rid is not None and rid in {r.id for r, _ in rows}:
         t = result.token_s[rid]
         data.append({"type": "scatter", "mode": "markers", "x": [result.requests[rid].arrival_s], "y": [rid],

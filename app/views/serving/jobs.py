@@ -64,7 +64,9 @@ def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
                      tpot_target_s=float(settings["tpot"]),
                      prompt_median=float(settings["pmed"]) or None, output_median=float(settings["omed"]) or None,
                      length_sigma=float(settings["sigma"]) or None, time_scale=float(settings["tscale"]),
-                     window_start_s=60.0 * int(settings["wstart"]))
+                     window_start_s=60.0 * int(settings["wstart"]), prefix_cache=bool(settings["pcache"]),
+                     # the router reads the copies' caches: without the cache, copies are dealt in turn
+                     router=settings["router"] if settings["pcache"] else "round-robin")
     return base, replace(base, policy=settings["b"])
 
 

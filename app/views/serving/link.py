@@ -14,6 +14,7 @@ from app.shared.link_params import number, whole
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policies import POLICIES
+from core.sim.routers import ROUTERS
 from core.sim.simulate import DEFAULT_HARDWARE, DEFAULT_MODEL, MAX_INSTANCES
 from core.sim.traffic import recordings
 from core.sim.workload import ARRIVALS, load_workloads
@@ -25,12 +26,16 @@ DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dty
                             "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
                             "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
                             "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0,
-                            "sweep": 1.5, "tscale": 1.0, "wstart": 0}
+                            "sweep": 1.5, "tscale": 1.0, "wstart": 0, "pcache": 0, "router": "round-robin"}
 MAX_TIME_SCALE = 100.0  # a recorded trace played at most this many times faster (or slower: its inverse)
 
 
 def policy_choices() -> list[str]:
     return list(POLICIES)
+
+
+def router_choices() -> list[str]:
+    return list(ROUTERS)
 
 
 
@@ -62,6 +67,8 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "sweep": lambda t: number(t, 0.5, 4.0),
         "tscale": lambda t: number(t, 1 / MAX_TIME_SCALE, MAX_TIME_SCALE),
         "wstart": lambda t: whole(t, 0, 59),
+        "pcache": lambda t: whole(t, 0, 1),
+        "router": lambda t: t if t in router_choices() else None,
     }
     return link_params.parse(raw, DEFAULTS, checks)
 

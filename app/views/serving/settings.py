@@ -16,6 +16,7 @@ from app.views.serving import link, state
 from core.hardware import HOST
 from core.hardware import list_presets as hardware_presets
 from core.sim.policies import POLICIES
+from core.sim.routers import ROUTERS
 from core.sim.traffic import recorded, recordings
 from core.sim.workload import ARRIVALS, MAX_UPLOAD_BYTES, load_workloads, read_arrivals
 from core.spec import list_model_presets
@@ -39,6 +40,10 @@ def apply_link_once() -> None:
 def _policy_label(name: str) -> str:
     link.policy_choices()
     return POLICIES[name].label or name
+
+
+def _set_prefix_cache() -> None:
+    st.session_state[_key("pcache")] = int(bool(st.session_state[_key("pcache_on")]))
 
 
 def _set_budget(tokens: int) -> None:
@@ -153,7 +158,7 @@ def render() -> dict[str, Any]:
         d2.number_input("GPUs per model copy", 1, 64, step=1, key=_key("tp"),
                         help="Tensor parallelism: one copy of the model split over this many GPUs.")
         st.number_input("Model copies", 1, 16, step=1, key=_key("inst"),
-                        help="Copies serving side by side; requests are dealt to them in turn. Disaggregated "
+                        help="Copies serving side by side; the router below picks one for each request. Disaggregated "
                              "serving makes half of them prefill servers and half decode servers, so both "
                              "policies use the same number of GPUs.")
         st.slider("Rate sweep reaches (× the arrival rate)", 0.5, 4.0, step=0.25, key=_key("sweep"),
@@ -161,6 +166,18 @@ def render() -> dict[str, Any]:
                        "of the arrival rate.")
         st.number_input("KV blocks per copy (0 = what memory holds)", 0, 10_000_000, step=500, key=_key("kv"),
                         help="Blocks of 16 tokens. Cut it to watch requests wait and decodes get preempted.")
+        st.session_state.setdefault(_key("pcache"), link.DEFAULTS["pcache"])
+        st.session_state[_key("pcache_on")] = bool(st.session_state[_key("pcache")])
+        st.toggle("Prefix caching", key=_key("pcache_on"), on_change=_set_prefix_cache,
+                  help="Each copy keeps full KV blocks by what they hold, so a prompt that starts like an earlier "
+                       "one (a system prompt, the earlier turns of a conversation) skips that part of its "
+                       "prefill, as vLLM's automatic prefix caching does. Recorded traces with prefixes: Mooncake.")
+        on = bool(st.session_state[_key("pcache")])
+        st.selectbox("Router", link.router_choices(), key=_key("router"), disabled=not on,
+                     format_func=lambda r: ROUTERS[r].label or r,
+                     help="Which copy an arriving request goes to. "
+                          + " ".join(f"{cls.label}: {cls.description}." for cls in ROUTERS.values())
+                          + ("" if on else " Turn prefix caching on to route by it; until then, round robin."))
     settings = {key: st.session_state.get(_key(key), default) for key, default in link.DEFAULTS.items()}
     use = bool(uploaded) and st.session_state.get(state.SV_USE_UPLOAD, False)
     return {**settings, "uploaded": uploaded if use else None}

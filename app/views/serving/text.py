@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.views.serving.jobs import offered_rate
 from core.sim.policies import POLICIES
-from core.sim.simulate import BLOCK_TOKENS, SimResult
+from core.sim.simulate import BLOCK_TOKENS, SimConfig, SimResult
 
 TITLE = "Serving: why prefill and decode are scheduled apart"
 
@@ -50,7 +50,7 @@ p50 / p90 / p99 are the values half, 90% and 99% of requests (or gaps) stay at o
 only the requests per second that met both targets."""
 
 
-HOW = """Each iteration's duration is the what-if page's prediction for exactly the rows it holds: one
+HOW = f"""Each iteration's duration is the what-if page's prediction for exactly the rows it holds: one
 forward whose weights are streamed once for all rows, plus every row's own arithmetic, KV-cache
 reads and writes, plus a fixed overhead per forward (and the all-reduces when a copy spans several
 GPUs). Prices come from the GPU's datasheet times assumed efficiencies (80% of the bandwidth, 60%
@@ -60,7 +60,15 @@ default); a request waits while its prompt's blocks are not free, and when a dec
 and none is left, the most recently admitted request is **preempted**: its cache is thrown away and
 recomputed later. Output lengths are known to the simulator in advance (it replays a workload); a
 real server learns them only when the model stops. The live page measures a real model on this
-server; the engine lab will compare this simulator with a real serving engine."""
+server; the engine lab will compare this simulator with a real serving engine.
+
+With **prefix caching** on, each copy keeps its full KV blocks named by what they hold (the block
+before and its tokens), as vLLM's automatic prefix caching does: a prompt that starts like an earlier
+one reuses those blocks and prefills only the rest (at least one token is always computed); freed
+blocks stay cached until memory needs them, the least recently freed going first. What prompts share
+comes from the workload: Mooncake's recorded block ids say which prompts start alike; the synthetic
+mixes and the Azure traces share nothing. With several copies, a prefix-aware router sends a request
+where its start is cached unless that copy's queue is more than {SimConfig.router_queue_bound} requests longer than the shortest."""
 
 
 def ms(seconds: float | None) -> str:
@@ -142,6 +150,18 @@ def verdict(ra: SimResult, rb: SimResult, source: str | None = None) -> str:
     return " ".join(lines[:1]) + "\n\n" + "\n".join(f"- {line}" for line in lines[1:])
 
 
+def prefix_line(result: SimResult) -> str | None:
+    """One line on the prefix cache when it is on: how much of the prompts it saved, and the router."""
+    if not result.config.prefix_cache:
+        return None
+    from core.sim.routers import get_router
+
+    router = get_router(result.config.router).label
+    copies = f"; {router.lower()} router" if result.config.instances > 1 else ""
+    return (f"Prefix cache: {result.prefix_hit_rate():.1%} of prompt tokens reused "
+            f"({result.prefix_hit_tokens():,} tokens not prefilled again{copies}; simulated).")
+
+
 def metric_rows(ra: SimResult, rb: SimResult, names: list[str]) -> list[dict[str, str]]:
     rows = []
     for label, key in METRIC_ROWS:
@@ -155,4 +175,7 @@ def metric_rows(ra: SimResult, rb: SimResult, names: list[str]) -> list[dict[str
                         for n, r in zip(names, (ra, rb), strict=True)}})
     rows.append({"metric (simulated)": "preemptions",
                  **{n: f"{r.to_dict()['preemptions']:,}" for n, r in zip(names, (ra, rb), strict=True)}})
+    if ra.config.prefix_cache:
+        rows.append({"metric (simulated)": "prefix cache: prompt tokens reused",
+                     **{n: f"{r.prefix_hit_rate():.1%}" for n, r in zip(names, (ra, rb), strict=True)}})
     return rows

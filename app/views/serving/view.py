@@ -159,6 +159,9 @@ def _tiles(ra: SimResult, rb: SimResult, names: list[str]) -> None:
             c[2].metric("Goodput, req/s", f"{m['goodput_req_s']:,.2f}" if m["goodput_req_s"] is not None else "–",
                         help="requests per second that met both targets")
             st.caption(f"{m['good_requests']:,} of {m['served']:,} requests met both targets.")
+            line = text.prefix_line(res)
+            if line:
+                st.caption(line)
 
 
 def _export(ra: SimResult, rb: SimResult) -> None:
