@@ -118,7 +118,9 @@ def cmd_simulate(args) -> int:
     chosen = {**limits, **{k: v for k, v in given.items() if v is not None}}
     synthetic = {"--rate": args.rate, "--arrival": args.arrival, "--seed": args.seed, "--prompt-scale": args.prompt_scale,
                  "--output-scale": args.output_scale, "--prompt-median": args.prompt_median,
-                 "--output-median": args.output_median, "--length-sigma": args.length_sigma}
+                 "--output-median": args.output_median, "--length-sigma": args.length_sigma,
+                 "--system-prompts": args.system_prompts, "--system-prompt-tokens": args.system_prompt_tokens,
+                 "--system-prompt-skew": args.system_prompt_skew, "--turns": args.turns, "--think-time": args.think_time}
     recorded = {"--time-scale": args.time_scale, "--window-start": args.window_start, "--window": args.window}
     playing = is_recorded(args.workload) and not args.arrivals
     unused = [f for f, v in recorded.items() if v is not None] if not playing else []
@@ -140,6 +142,10 @@ def cmd_simulate(args) -> int:
                        prompt_median=args.prompt_median, output_median=args.output_median,
                        length_sigma=args.length_sigma, window_s=args.window, prefix_cache=args.prefix_cache,
                        router=args.router, router_queue_bound=args.router_queue_bound,
+                       **{k: v for k, v in {"system_prompts": args.system_prompts,
+                                            "system_prompt_tokens": args.system_prompt_tokens,
+                                            "system_prompt_skew": args.system_prompt_skew, "turns": args.turns,
+                                            "think_s": args.think_time}.items() if v is not None},
                        **picked, **chosen)
     requests = None
     if args.arrivals:
@@ -265,6 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--router-queue-bound", type=int, default=4,
                    help="prefix-aware: pass over a copy whose queue is more than this many requests longer "
                         "than the shortest (default 4)")
+    s.add_argument("--system-prompts", type=int, default=None,
+                   help="synthetic workloads: prompts start with one of this many shared system prompts (default 0)")
+    s.add_argument("--system-prompt-tokens", type=int, default=None, help="each system prompt's length (default 1000)")
+    s.add_argument("--system-prompt-skew", type=float, default=None,
+                   help="their popularity: the k-th drawn with weight 1/k^skew (default 1; 0 = all alike)")
+    s.add_argument("--turns", type=int, default=None,
+                   help="synthetic workloads: conversations of this many turns, each re-sending the earlier turns "
+                        "and answers (default 1)")
+    s.add_argument("--think-time", type=float, default=None,
+                   help="seconds between an answer's last token and the next turn (default 5)")
     s.add_argument("--per-request", action="store_true", help="add every request's arrival and token times")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_simulate)

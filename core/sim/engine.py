@@ -69,9 +69,24 @@ class Server:
         self.now = 0.0
         self.passes = 0
         self.shape = step.shape  # what core.cost.row_sums needs, once per run
+        self.finished: list[Seq] | None = None  # a list to collect requests as they end (a closed loop)
+        self.blocked = False  # nothing can happen until more is offered
 
     def offer(self, seq: Seq) -> None:
         self.pending.append(seq)
+        self.blocked = False
+
+    def next_event_s(self) -> float:
+        """When this server next does something with what it holds (infinity: nothing until offered more)."""
+        if self.blocked:
+            return float("inf")
+        if self.waiting or self.running:
+            return self.now
+        return max(self.now, self.pending[0].available_s) if self.pending else float("inf")
+
+    def step(self) -> None:
+        """One pass of the loop (a closed loop's driver interleaves the copies pass by pass)."""
+        self.blocked = not self._pass(False)
 
     def queued(self) -> int:
         """Requests offered that are not running yet."""
@@ -226,6 +241,8 @@ class Server:
                         free = pc.free
                     seq.blocks = -1  # gone from this server
                     done = True
+                    if self.finished is not None:
+                        self.finished.append(seq)
         if done:
             self.running = [s for s in running if s.blocks != -1]
         if free < 0:

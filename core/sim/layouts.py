@@ -15,6 +15,7 @@ meaning what it meant.
 
 from __future__ import annotations
 
+import heapq
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ class Served:
     preemptions_of: list[int]
     servers: list[tuple[str, ServerLog]] = field(default_factory=list)  # (role, log)
     transfers: list[tuple[int, float, float]] = field(default_factory=list)  # (request id, start, end)
+    arrival_of: dict[int, float] = field(default_factory=dict)  # a conversation's later turns: when each was sent
 
     @classmethod
     def empty(cls, n: int) -> Served:
@@ -124,16 +126,23 @@ class Colocated(Layout):
         router = get_router(config.router)(config.router_queue_bound)
         cost, ready = config.request_overhead_s, [float("-inf")] * n
         placed: list[tuple[int, Seq]] = []
-        for r in ordered:
-            if router.needs_state:
-                for server in servers:
-                    server.run(until=r.arrival_s)
+
+        def place(r: Request, at: float) -> None:
             k = router.pick(r, servers)
             # the copy's front end (HTTP, tokenizing), one request at a time: see front_end
-            ready[k] = max(r.arrival_s, ready[k]) + cost if cost > 0 else r.arrival_s
+            ready[k] = max(at, ready[k]) + cost if cost > 0 else at
             seq = Seq(r, ready[k], r.prompt_tokens)
             servers[k].offer(seq)
             placed.append((k, seq))
+
+        if any(r.follows is not None for r in ordered):
+            _closed_loop(ordered, servers, place, out)
+        else:
+            for r in ordered:
+                if router.needs_state:
+                    for server in servers:
+                        server.run(until=r.arrival_s)
+                place(r, r.arrival_s)
         for server in servers:
             out.servers.append(("both", server.run()))
         for k, s in placed:
@@ -142,12 +151,47 @@ class Colocated(Layout):
         return out
 
 
+def _closed_loop(ordered: list[Request], servers: list[Server], place: Callable[[Request, float], None],
+                 out: Served) -> None:
+    """Conversations: a later turn is sent `think_s` after its previous turn's last token, so arrivals
+    are decided while simulating. The copies advance pass by pass, the one with the earliest next
+    event first; an arrival due no later than that is placed first (the router sees every copy as
+    it stands then)."""
+    later = {r.follows: r for r in ordered if r.follows is not None}
+    due = [(r.arrival_s, r.id, r) for r in ordered if r.follows is None]
+    heapq.heapify(due)
+    for server in servers:
+        server.finished = []
+    while True:
+        server = min(servers, key=Server.next_event_s)
+        t = server.next_event_s()
+        if due and due[0][0] <= t:
+            at, _, r = heapq.heappop(due)
+            if r.follows is not None:
+                out.arrival_of[r.id] = at
+            place(r, at)
+            continue
+        if t == float("inf"):
+            break
+        server.step()
+        for seq in server.finished:
+            turn = later.get(seq.request.id)
+            if turn is not None and seq.token_s:
+                heapq.heappush(due, (seq.token_s[-1] + turn.think_s, turn.id, turn))
+        server.finished.clear()
+    if due or any(s.pending or s.waiting or s.running for s in servers):
+        raise RuntimeError("the conversation loop ended with requests still to serve")
+
+
 @register
 class Disaggregated(Layout):
     name = "disaggregated"
     description = "prefill copies and decode copies apart, each request's KV cache sent over the link"
 
     def check(self, config: Copies) -> None:
+        if getattr(config, "turns", 1) > 1:
+            raise ValueError("conversations are simulated on colocated copies (a later turn waits for the "
+                             "answer before it; a split deployment's hand-offs are not modelled with that)")
         if config.router != "round-robin":
             raise ValueError(f"the {config.router} router places requests on colocated copies; disaggregated "
                              "serving deals them to its prefill copies in turn (round robin)")

@@ -17,7 +17,7 @@ from typing import Any
 from core.cost import kv_bytes_per_token
 from core.deployment import Scenario, check, kv_blocks_available, kv_share
 from core.hardware import HardwareSpec, load_hardware
-from core.sim import metrics
+from core.sim import metrics, sharing
 from core.sim.engine import ServerLog, SimulationStopped  # noqa: F401 (SimulationStopped: re-exported)
 from core.sim.layouts import Setting, get_layout
 from core.sim.policies import get_policy
@@ -74,6 +74,12 @@ class SimConfig:
     prefix_cache: bool = False  # keep full KV blocks by content and reuse them (core.sim.prefix), as vLLM v1
     router: str = "round-robin"  # which copy an arriving request goes to (core.sim.routers)
     router_queue_bound: int = 4  # prefix-aware: a copy whose queue is this much longer than the shortest is passed over
+    # what a synthetic workload's prompts share (core.sim.sharing): shared system prompts, conversations
+    system_prompts: int = 0  # how many distinct system prompts (0: none)
+    system_prompt_tokens: int = 1000  # how long each is
+    system_prompt_skew: float = 1.0  # popularity: the k-th drawn with weight 1 / k**skew
+    turns: int = 1  # turns per conversation (1: single requests)
+    think_s: float = 5.0  # a conversation's next turn is sent this long after the previous answer ends
 
     def checked(self) -> SimConfig:
         """ValueError, in words, for settings no server could run."""
@@ -118,6 +124,11 @@ class SimConfig:
         if router.needs_prefix_cache and not self.prefix_cache:
             raise ValueError(f"the {self.router} router routes by what each copy's prefix cache holds: "
                              "turn the prefix cache on")
+        sharing.check(self.system_prompts, self.system_prompt_tokens, self.system_prompt_skew, self.turns,
+                      self.think_s)
+        if is_recorded(self.workload) and (self.system_prompts or self.turns > 1):
+            raise ValueError("system prompts and conversations are drawn for a synthetic workload; a recording "
+                             "brings what its prompts share (Mooncake's block ids)")
         if isinstance(self.router_queue_bound, bool) or not isinstance(self.router_queue_bound, int) \
                 or not 0 <= self.router_queue_bound <= MAX_REQUESTS:
             raise ValueError(f"the router's queue bound must be a whole number from 0 to {MAX_REQUESTS:,}, "
@@ -272,7 +283,10 @@ def workload_requests(config: SimConfig, spec: ModelSpec) -> tuple[list[Request]
         work = custom(work, config.prompt_median, config.output_median, config.length_sigma)
     work = work.scaled(config.prompt_scale, config.output_scale)
     rate = config.rate_per_s if config.rate_per_s is not None else work.rate_per_s
-    return generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions), None
+    requests = generate(work, config.requests, rate, config.seed, config.arrival, max_context=spec.max_positions)
+    requests = sharing.with_system_prompts(requests, config.system_prompts, config.system_prompt_tokens,
+                                           config.system_prompt_skew, config.seed, spec.max_positions)
+    return sharing.as_conversations(requests, config.turns, config.think_s, spec.max_positions), None
 
 
 def fitting(requests: Sequence[Request], spec: ModelSpec) -> tuple[list[Request], int]:
@@ -285,7 +299,9 @@ def fitting(requests: Sequence[Request], spec: ModelSpec) -> tuple[list[Request]
                          f"{spec.max_positions:,} tokens")
     if len(fits) == len(requests):
         return list(requests), 0
-    kept = [replace(r, id=i) for i, r in enumerate(fits)]
+    renumbered = {r.id: i for i, r in enumerate(fits)}  # a later turn whose earlier one was left out starts afresh
+    kept = [replace(r, id=i, follows=renumbered.get(r.follows) if r.follows is not None else None)
+            for i, r in enumerate(fits)]
     return kept, len(requests) - len(fits)
 
 
@@ -337,6 +353,8 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     started = time.perf_counter()
     served = get_layout(cls.layout)().run(requests, setting)
     wall = time.perf_counter() - started
+    if served.arrival_of:  # a conversation's later turns arrived when the simulation sent them
+        requests = [replace(r, arrival_s=served.arrival_of.get(r.id, r.arrival_s)) for r in requests]
     result = SimResult(config, list(requests), served.token_s, served.server_of, served.preemptions_of,
                        served.servers, served.transfers, blocks, wall, played=played, left_out=left_out)
     result.metrics = metrics.summary([r.arrival_s for r in requests], served.token_s, config.ttft_target_s,

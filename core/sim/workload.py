@@ -36,6 +36,10 @@ class Request:
     # tokens summing to the prompt's; two prompts share a prefix as far as their pieces agree.
     segments: tuple[tuple[int, int], ...] = ()
     answer_id: int | None = None  # the content id its answer goes by (a later turn re-sends it); None: its own
+    # A conversation's later turn: sent `think_s` after the answer of request `follows` ends (decided
+    # while simulating; `arrival_s` is then only a placeholder no earlier than that request's).
+    follows: int | None = None
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, int) or self.id < 0:
