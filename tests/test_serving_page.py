@@ -342,3 +342,17 @@ def test_prefix_caching_on_the_page_reports_what_it_reused_and_marks_those_reque
     assert parsed["pcache"] == 1 and parsed["router"] == "prefix-aware" and not notices
     parsed, notices = link.parse({"pcache": ["7"], "router": ["nearest"]})
     assert parsed["pcache"] == 0 and parsed["router"] == "round-robin" and len(notices) == 2
+
+
+def test_what_the_prompts_share_reaches_a_synthetic_workload_and_not_a_recording():
+    from app.views.serving.jobs import configs
+
+    settings = {**link.DEFAULTS, "sysn": 3, "syst": 500, "turns": 2, "think": 1.5, "pcache": 1, "n": 200}
+    a, b = configs(settings)
+    assert (a.system_prompts, a.system_prompt_tokens, a.turns, a.think_s) == (3, 500, 2, 1.5) and b.turns == 2
+    result = simulate(a)
+    assert result.prefix_hit_rate() > 0.2 and any(r.follows is not None for r in result.requests)
+    recorded = configs({**settings, "work": "mooncake-conv"})[0]
+    assert (recorded.system_prompts, recorded.turns) == (0, 1)  # a recording brings its own
+    parsed, notices = link.parse({"sysn": ["3"], "turns": ["99"], "think": ["nan"]})
+    assert parsed["sysn"] == 3 and parsed["turns"] == 1 and parsed["think"] == 5.0 and len(notices) == 2

@@ -66,7 +66,10 @@ def configs(settings: dict[str, Any]) -> tuple[SimConfig, SimConfig]:
                      length_sigma=float(settings["sigma"]) or None, time_scale=float(settings["tscale"]),
                      window_start_s=60.0 * int(settings["wstart"]), prefix_cache=bool(settings["pcache"]),
                      # the router reads the copies' caches: without the cache, copies are dealt in turn
-                     router=settings["router"] if settings["pcache"] else "round-robin")
+                     router=settings["router"] if settings["pcache"] else "round-robin",
+                     **({} if is_recorded(settings["work"]) else  # a recording brings its own sharing
+                        {"system_prompts": int(settings["sysn"]), "system_prompt_tokens": int(settings["syst"]),
+                         "turns": int(settings["turns"]), "think_s": float(settings["think"])}))
     return base, replace(base, policy=settings["b"])
 
 

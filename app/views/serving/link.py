@@ -26,7 +26,8 @@ DEFAULTS: dict[str, Any] = {"model": DEFAULT_MODEL, "hw": DEFAULT_HARDWARE, "dty
                             "work": "mix", "arrival": "poisson", "rate": 0.0, "n": 1000, "a": "prefill-first",
                             "b": "chunked", "budget": 512, "kv": 0, "ttft": 1.0, "tpot": 0.05, "pscale": 1.0,
                             "seed": 0, "pmed": 0, "omed": 0, "sigma": 0.0,
-                            "sweep": 1.5, "tscale": 1.0, "wstart": 0, "pcache": 0, "router": "round-robin"}
+                            "sweep": 1.5, "tscale": 1.0, "wstart": 0, "pcache": 0, "router": "round-robin",
+                            "sysn": 0, "syst": 1000, "turns": 1, "think": 5.0}
 MAX_TIME_SCALE = 100.0  # a recorded trace played at most this many times faster (or slower: its inverse)
 
 
@@ -69,6 +70,10 @@ def parse(raw: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], list[str]]:
         "wstart": lambda t: whole(t, 0, 59),
         "pcache": lambda t: whole(t, 0, 1),
         "router": lambda t: t if t in router_choices() else None,
+        "sysn": lambda t: whole(t, 0, 100),
+        "syst": lambda t: whole(t, 1, 32_768),
+        "turns": lambda t: whole(t, 1, 20),
+        "think": lambda t: number(t, 0.0, 600.0),
     }
     return link_params.parse(raw, DEFAULTS, checks)
 

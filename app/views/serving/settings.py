@@ -130,6 +130,22 @@ def render() -> dict[str, Any]:
                         help="Multiplies every prompt of the workload: watch what long prompts do to each policy.")
         p2.number_input("Seed", 0, 2**32 - 1, step=1, key=_key("seed"), disabled=trace is not None,
                         help="The same seed gives the same arrivals, so both policies see the same requests.")
+        with st.expander("What the prompts share (for prefix caching)"):
+            st.caption("Prompts that start alike let a prefix cache skip part of their prefill. Draw a shared "
+                       "system prompt in front of each prompt, group requests into conversations whose every "
+                       "turn re-sends the earlier ones, or both." + (" A recording brings its own (Mooncake's "
+                                                                       "block ids)." if trace is not None else ""))
+            s1, s2 = st.columns(2)
+            s1.number_input("Shared system prompts (0 = none)", 0, 100, step=1, key=_key("sysn"),
+                            disabled=trace is not None,
+                            help="How many distinct system prompts; the first is the most popular (weights 1, "
+                                 "1/2, 1/3, …).")
+            s2.number_input("System prompt tokens", 1, 32_768, step=100, key=_key("syst"), disabled=trace is not None)
+            c1_, c2_ = st.columns(2)
+            c1_.number_input("Turns per conversation", 1, 20, step=1, key=_key("turns"), disabled=trace is not None,
+                             help="Each later turn re-sends the conversation so far and is sent a think time after "
+                                  "the previous answer's last token.")
+            c2_.number_input("Think time (s)", 0.0, 600.0, step=1.0, key=_key("think"), disabled=trace is not None)
         with st.expander("Your own lengths"):
             st.caption("Replace the workload's mix with one log-normal shape of your own (0 keeps the workload's)."
                        + (" A recording keeps its own lengths." if trace is not None else ""))
