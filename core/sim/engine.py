@@ -178,11 +178,11 @@ class Server:
             return True
         free = self.free
         admitted = set()
-        for seq, n_new, _ in rows:
-            if n_new and seq.blocks == 0 and seq.prefilled == 0:
-                admitted.add(id(seq))
-                if pc is not None:  # it starts from the blocks it reuses (the policy counted them)
-                    seq.prefilled = pc.admit(seq)
+        if pc is not None and waiting:  # only a waiting request can be admitted
+            for seq, n_new, _ in rows:
+                if n_new and seq.blocks == 0 and seq.prefilled == 0:
+                    admitted.add(id(seq))
+                    seq.prefilled = pc.admit(seq)  # it starts from the blocks it reuses (the policy counted them)
                     seq.blocks = pc.held(seq)
         sums = row_sums(self.shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
         prefill_tokens = decode_tokens = padded = 0
@@ -190,18 +190,21 @@ class Server:
             padded += pad
             if n_new == 0:
                 continue
-            if seq.prefilled >= seq.target:
+            cached = seq.prefilled
+            if cached >= seq.target:
                 decode_tokens += n_new
             else:
                 prefill_tokens += n_new
-            want = -(-(seq.prefilled + n_new) // block)
+            want = -(-(cached + n_new) // block)
             if pc is None:
+                if seq.blocks == 0 and cached == 0:
+                    admitted.add(id(seq))
                 free -= want - seq.blocks
             else:
                 if want > seq.blocks:
                     pc.grow(seq, want)
-                if (seq.prefilled + n_new) // block > seq.prefilled // block:
-                    pc.register(seq, seq.prefilled + n_new)  # findable once scheduled, as vLLM registers them
+                if cached % block + n_new >= block:  # a block filled
+                    pc.register(seq, cached + n_new)  # findable once scheduled, as vLLM registers them
             seq.blocks = want
         if pc is not None:
             free = pc.free

@@ -34,6 +34,11 @@ class Seq:
     blocks: int = 0  # KV blocks it holds
     preemptions: int = 0
     token_s: list[float] = field(default_factory=list)  # when each output token came out
+    # with a prefix cache (core.sim.prefix): the physical blocks it holds, its block names, how many
+    # of its blocks are registered (findable by name)
+    table: list[int] = field(default_factory=list)
+    names: list[int] | None = None
+    registered: int = 0
 
     @property
     def decoding(self) -> bool:

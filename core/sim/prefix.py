@@ -66,8 +66,8 @@ def block_names(request: Request, block_tokens: int) -> list[int]:
 class PrefixCache:
     """One server's KV blocks with their names: who holds each, which are free, which are findable.
 
-    Physical blocks are numbered as first used; `fresh` counts those never used yet. A Seq's blocks
-    are the list in `tables[id(seq)]`, in position order."""
+    Physical blocks are numbered as first used; `used_ever` counts those handed out at least once. A
+    Seq keeps its own blocks (`Seq.table`, in position order) and how many are registered."""
 
     def __init__(self, total_blocks: int, block_tokens: int, names: dict[int, list[int]] | None = None) -> None:
         self.total, self.block = total_blocks, block_tokens
@@ -76,9 +76,7 @@ class PrefixCache:
         self.name_of: list[int | None] = []
         self.by_name: dict[int, int] = {}  # findable blocks: name -> physical block
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
-        self.tables: dict[int, list[int]] = {}
         self.names: dict[int, list[int]] = {} if names is None else names  # per request id, worked out once
-        self.registered: dict[int, int] = {}  # per Seq: how many of its blocks are registered
         self.query_tokens = self.hit_tokens = 0
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
 
@@ -87,20 +85,21 @@ class PrefixCache:
         """Blocks a request could take now: never used, or freed (cached content is overwritten)."""
         return self.total - self.used_ever + len(self.free_queue)
 
-    def _names(self, seq: Seq) -> list[int]:
-        rid = seq.request.id
-        found = self.names.get(rid)
+    def _request_names(self, request: Request) -> list[int]:
+        found = self.names.get(request.id)
         if found is None:
-            found = self.names[rid] = block_names(seq.request, self.block)
+            found = self.names[request.id] = block_names(request, self.block)
         return found
+
+    def _names(self, seq: Seq) -> list[int]:
+        if seq.names is None:
+            seq.names = self._request_names(seq.request)
+        return seq.names
 
     def peek(self, request: Request) -> int:
         """Prompt tokens a request arriving now would reuse here (a router's question)."""
-        names = self.names.get(request.id)
-        if names is None:
-            names = self.names[request.id] = block_names(request, self.block)
         hit, by_name = 0, self.by_name
-        for name in names[:(request.prompt_tokens - 1) // self.block]:
+        for name in self._request_names(request)[:(request.prompt_tokens - 1) // self.block]:
             if name not in by_name:
                 break
             hit += 1
@@ -110,9 +109,8 @@ class PrefixCache:
         """(tokens it would reuse, how many of those blocks are free now): the leading run of its
         registered full blocks, leaving at least one token of what it must hold to compute."""
         names, by_name, ref = self._names(seq), self.by_name, self.ref
-        most = (seq.target - 1) // self.block
         hit = evictable = 0
-        for name in names[:most]:
+        for name in names[:(seq.target - 1) // self.block]:
             block = by_name.get(name)
             if block is None:
                 break
@@ -124,15 +122,14 @@ class PrefixCache:
         """Take the reused blocks for a request starting (or restarting) its prefill; returns the
         tokens reused, now in its cache. Counted only at a first admission."""
         hit, _ = self.lookup(seq)
-        table = self.tables.setdefault(id(seq), [])
-        names = self._names(seq)
-        for name in names[:hit // self.block]:
-            block = self.by_name[name]
-            if self.ref[block] == 0:
+        table, by_name, ref = seq.table, self.by_name, self.ref
+        for name in seq.names[:hit // self.block]:
+            block = by_name[name]
+            if ref[block] == 0:
                 del self.free_queue[block]
-            self.ref[block] += 1
+            ref[block] += 1
             table.append(block)
-        self.registered[id(seq)] = len(table)
+        seq.registered = len(table)
         if seq.preemptions == 0:
             self.query_tokens += seq.request.prompt_tokens
             self.hit_tokens += hit
@@ -142,15 +139,20 @@ class PrefixCache:
     def grow(self, seq: Seq, blocks: int) -> None:
         """Give `seq` blocks until it holds `blocks`: never-used ones first, then the least recently
         freed, whose cached content is overwritten."""
-        table = self.tables.setdefault(id(seq), [])
+        table = seq.table
         need = blocks - len(table)
         fresh = min(need, self.total - self.used_ever)
         if fresh > 0:
             first = self.used_ever
             self.used_ever += fresh
-            table.extend(range(first, first + fresh))
-            self.ref.extend([1] * fresh)
-            self.name_of.extend([None] * fresh)
+            if fresh == 1:
+                table.append(first)
+                self.ref.append(1)
+                self.name_of.append(None)
+            else:
+                table.extend(range(first, first + fresh))
+                self.ref.extend([1] * fresh)
+                self.name_of.extend([None] * fresh)
             need -= fresh
         if need <= 0:
             return
@@ -167,26 +169,26 @@ class PrefixCache:
 
     def register(self, seq: Seq, positions: int) -> None:
         """Make the blocks that `positions` tokens fill findable by name (those not already are)."""
-        full = positions // self.block
-        done = self.registered.get(id(seq), 0)
+        full, done = positions // self.block, seq.registered
         if full <= done:
             return
-        table, names = self.tables[id(seq)], self._names(seq)
+        table, names, by_name, name_of = seq.table, self._names(seq), self.by_name, self.name_of
         for k in range(done, min(full, len(names))):
             name = names[k]
-            if name not in self.by_name:
-                self.by_name[name] = table[k]
-                self.name_of[table[k]] = name
-        self.registered[id(seq)] = full
+            if name not in by_name:
+                by_name[name] = table[k]
+                name_of[table[k]] = name
+        seq.registered = full
 
     def release(self, seq: Seq) -> None:
         """Free every block `seq` holds, last block first; their content stays findable until overwritten."""
-        table = self.tables.pop(id(seq), [])
-        self.registered.pop(id(seq), None)
-        for block in reversed(table):
-            self.ref[block] -= 1
-            if self.ref[block] == 0:
-                self.free_queue[block] = None
+        ref, queue = self.ref, self.free_queue
+        for block in reversed(seq.table):
+            ref[block] -= 1
+            if ref[block] == 0:
+                queue[block] = None
+        seq.table = []
+        seq.registered = 0
 
     def held(self, seq: Seq) -> int:
-        return len(self.tables.get(id(seq), ()))
+        return len(seq.table)
