@@ -33,10 +33,11 @@ class Copies(Protocol):
     """What a layout reads of the settings (core.sim.simulate.SimConfig has it)."""
 
     instances: int
-    request_overhead_s: float  # each request's cost in the copy's front end (HTTP, tokenizing): see front_end
+    request_overhead_s: float  # each request's cost in the copy's front end (HTTP, tokenizing): see FrontEnd
     prefix_cache: bool  # each copy keeps full KV blocks by content and reuses them (core.sim.prefix)
     router: str  # which copy an arriving request goes to (core.sim.routers)
     router_queue_bound: int
+    turns: int  # turns per conversation (core.sim.sharing): above 1, later turns wait for earlier answers
 
     def prefill_count(self) -> int: ...
 
@@ -97,16 +98,27 @@ def _positions(requests: Sequence[Request]) -> tuple[list[Request], dict[int, in
     return sorted(requests, key=lambda r: (r.arrival_s, r.id)), index
 
 
+class FrontEnd:
+    """A copy's front end (HTTP, tokenizing): `cost_s` per request, one request at a time, in arrival
+    order. A request reaches the scheduler `cost_s` after the one before it has, or after it arrived,
+    whichever is later; a burst therefore queues here too, as it does in front of a real engine."""
+
+    def __init__(self, cost_s: float) -> None:
+        self.cost_s, self.ready = cost_s, float("-inf")
+
+    def reached_s(self, arrival_s: float) -> float:
+        """When a request arriving at `arrival_s` (the latest so far) reaches the scheduler."""
+        if self.cost_s <= 0:
+            return arrival_s
+        self.ready = max(arrival_s, self.ready) + self.cost_s
+        return self.ready
+
+
 def front_end(seqs: list[Seq], cost_s: float) -> list[Seq]:
-    """Each copy's front end (HTTP, tokenizing) takes `cost_s` per request, one request at a time, in
-    arrival order: a request reaches the scheduler `cost_s` after the one before it has, or after it
-    arrived, whichever is later. A burst therefore queues here too, as it does in front of a real engine."""
-    if cost_s <= 0:
-        return seqs
-    ready = float("-inf")
+    """`seqs` (in arrival order) through one copy's FrontEnd: each one's available_s set."""
+    door = FrontEnd(cost_s)
     for s in seqs:
-        ready = max(s.request.arrival_s, ready) + cost_s
-        s.available_s = ready
+        s.available_s = door.reached_s(s.request.arrival_s)
     return seqs
 
 
@@ -124,14 +136,12 @@ class Colocated(Layout):
                           should_stop=setting.should_stop, prefix_cache=config.prefix_cache, names=names)
                    for _ in range(n)]
         router = get_router(config.router)(config.router_queue_bound)
-        cost, ready = config.request_overhead_s, [float("-inf")] * n
+        doors = [FrontEnd(config.request_overhead_s) for _ in range(n)]
         placed: list[tuple[int, Seq]] = []
 
         def place(r: Request, at: float) -> None:
             k = router.pick(r, servers)
-            # the copy's front end (HTTP, tokenizing), one request at a time: see front_end
-            ready[k] = max(at, ready[k]) + cost if cost > 0 else at
-            seq = Seq(r, ready[k], r.prompt_tokens)
+            seq = Seq(r, doors[k].reached_s(at), r.prompt_tokens)
             servers[k].offer(seq)
             placed.append((k, seq))
 
@@ -189,7 +199,7 @@ class Disaggregated(Layout):
     description = "prefill copies and decode copies apart, each request's KV cache sent over the link"
 
     def check(self, config: Copies) -> None:
-        if getattr(config, "turns", 1) > 1:
+        if config.turns > 1:
             raise ValueError("conversations are simulated on colocated copies (a later turn waits for the "
                              "answer before it; a split deployment's hand-offs are not modelled with that)")
         if config.router != "round-robin":

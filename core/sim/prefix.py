@@ -98,19 +98,19 @@ class PrefixCache:
 
     def peek(self, request: Request) -> int:
         """Prompt tokens a request arriving now would reuse here (a router's question)."""
-        hit, by_name = 0, self.by_name
-        for name in self._request_names(request)[:(request.prompt_tokens - 1) // self.block]:
-            if name not in by_name:
-                break
-            hit += 1
-        return hit * self.block
+        return self._walk(self._request_names(request), request.prompt_tokens)[0]
 
     def lookup(self, seq: Seq) -> tuple[int, int]:
-        """(tokens it would reuse, how many of those blocks are free now): the leading run of its
-        registered full blocks, leaving at least one token of what it must hold to compute."""
-        names, by_name, ref = self._names(seq), self.by_name, self.ref
+        """(tokens it would reuse, how many of those blocks are free now) for a request that must
+        hold `seq.target` positions before it samples."""
+        return self._walk(self._names(seq), seq.target)
+
+    def _walk(self, names: list[int], positions: int) -> tuple[int, int]:
+        """The leading run of registered full blocks among `names`, leaving at least one of
+        `positions` to compute: (its tokens, how many of its blocks are free now)."""
+        by_name, ref = self.by_name, self.ref
         hit = evictable = 0
-        for name in names[:(seq.target - 1) // self.block]:
+        for name in names[:(positions - 1) // self.block]:
             block = by_name.get(name)
             if block is None:
                 break
