@@ -42,6 +42,10 @@ def _policy_label(name: str) -> str:
     return POLICIES[name].label or name
 
 
+def _set_router() -> None:
+    st.session_state[_key("router")] = st.session_state[_key("router_pick")]
+
+
 def _set_prefix_cache() -> None:
     st.session_state[_key("pcache")] = int(bool(st.session_state[_key("pcache_on")]))
 
@@ -188,12 +192,14 @@ def render() -> dict[str, Any]:
                   help="Each copy keeps full KV blocks by what they hold, so a prompt that starts like an earlier "
                        "one (a system prompt, the earlier turns of a conversation) skips that part of its "
                        "prefill, as vLLM's automatic prefix caching does. Recorded traces with prefixes: Mooncake.")
-        on = bool(st.session_state[_key("pcache")])
-        st.selectbox("Router", link.router_choices(), key=_key("router"), disabled=not on,
-                     format_func=lambda r: ROUTERS[r].label or r,
-                     help="Which copy an arriving request goes to. "
-                          + " ".join(f"{cls.label}: {cls.description}." for cls in ROUTERS.values())
-                          + ("" if on else " Turn prefix caching on to route by it; until then, round robin."))
+        if st.session_state[_key("pcache")]:  # the router reads the copies' caches: shown once they exist
+            # the choice lives in its own key, kept while the box is hidden (Streamlit drops a hidden widget's)
+            st.session_state.setdefault(_key("router"), link.DEFAULTS["router"])
+            st.session_state[_key("router_pick")] = st.session_state[_key("router")]
+            st.selectbox("Router", link.router_choices(), key=_key("router_pick"), on_change=_set_router,
+                         format_func=lambda r: ROUTERS[r].label or r,
+                         help="Which copy an arriving request goes to. "
+                              + " ".join(f"{cls.label}: {cls.description}." for cls in ROUTERS.values()))
     settings = {key: st.session_state.get(_key(key), default) for key, default in link.DEFAULTS.items()}
     use = bool(uploaded) and st.session_state.get(state.SV_USE_UPLOAD, False)
     return {**settings, "uploaded": uploaded if use else None}
