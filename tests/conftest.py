@@ -288,10 +288,13 @@ def page(browser):
 
 def pytest_collection_modifyitems(config, items):
     """Real-engine tests (tests/engines) run after every other test, the browser tests included,
-    never beside them: an engine holds gigabytes and both cores. A test that kills its engine runs
-    last of all. The sort is stable, so every other test keeps its order."""
+    never beside them: an engine holds gigabytes and both cores. The tests that start a second vLLM
+    with its prefix cache on come next (its start then shares the cores with no measurement), and a
+    test that kills its engine runs last of all. The sort is stable, so every other test keeps its order."""
     def rank(item) -> int:
         if item.get_closest_marker("kills_engine"):
+            return 3
+        if item.get_closest_marker("prefix_engine"):
             return 2
         return 1 if "engines" in Path(str(item.fspath)).relative_to(ROOT).parts[:2] else 0
 

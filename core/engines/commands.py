@@ -12,15 +12,17 @@ import statistics
 import sys
 import time
 from contextlib import ExitStack, suppress
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from core.engines.kinds import kind_of
 from core.engines.lab import QueueWorkload, StallWorkload
 from core.engines.launch import MAKE_ENGINE_PORTS, ROOT, SETTINGS
+from core.engines.prefix_lab import ConversationWorkload
 
 BUNDLE_PATH = ROOT / "assets" / "engines" / "stall-recording.json"
-BENCH_SETTINGS = ("vllm-b2048", "vllm-b256", "llama-b2048")
+BENCH_SETTINGS = ("vllm-b2048", "vllm-b256", "vllm-b256-pc", "llama-b2048")
 REPEATS = 3
 
 
@@ -60,7 +62,12 @@ def cmd_serve(args) -> int:
     """Serve the settings on their fixed ports until Ctrl-C or SIGTERM (make engine)."""
     from core.engines.session import installed, started
 
-    names = [n for n in _names(args.only, tuple(SETTINGS)) if installed(SETTINGS[n].engine)]
+    # the settings the lab page lists, on their fixed ports (the prefix-cache setting is engine-bench's)
+    names = [n for n in _names(args.only, tuple(MAKE_ENGINE_PORTS)) if installed(SETTINGS[n].engine)]
+    unserved = [n for n in names if n not in MAKE_ENGINE_PORTS]
+    if unserved:
+        raise ValueError(f"{', '.join(unserved)} has no port of its own to be served on; "
+                         f"served: {', '.join(MAKE_ENGINE_PORTS)}")
     if not names:
         raise ValueError("no engine is set up: run `make engine-setup`")
     _exit_on_sigterm()
@@ -231,6 +238,19 @@ def engine_tpot(live, prompt_ids: tuple[int, ...], new_tokens: int = 48) -> dict
             "prompt_tokens": len(prompt_ids), "threads": live.setting.threads}
 
 
+def _conversation_summary(convs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The conversation experiment's repeats: TTFT errors over the turns and the hit-token error,
+    each as median and spread over the repeats, with every repeat's counts."""
+    return {"ttft_error_median": _median_spread([c["ttft_error"]["median"] for c in convs]),
+            "ttft_error_p90": _median_spread([c["ttft_error"]["p90"] for c in convs]),
+            "hit_token_error": _median_spread([c["hit_token_error"] for c in convs]),
+            "hit_tokens_measured": [c["hit_tokens_measured"] for c in convs],
+            "hit_tokens_simulated": [c["hit_tokens_simulated"] for c in convs],
+            "queries_measured": [c["queries_measured"] for c in convs],
+            "queries_simulated": [c["queries_simulated"] for c in convs],
+            "turns": [c["turns"] for c in convs]}
+
+
 def cmd_bench(args) -> int:
     """engine-bench: start each setting, calibrate, play the stall and poisson workloads REPEATS
     times, report medians and spreads of the simulator's errors; TPOT of runner and engine."""
@@ -247,6 +267,17 @@ def cmd_bench(args) -> int:
     for name in names:
         setting = SETTINGS[name]
         t_start = time.perf_counter()
+        if setting.prefix_cache:  # its own experiment only: conversations against its prefix cache
+            with started(setting, progress=_say) as live:
+                start_s = time.perf_counter() - t_start
+                convs = []
+                for k in range(REPEATS):
+                    _say(0.3 + 0.2 * k, f"{name}: conversations, repeat {k + 1} of {REPEATS}")
+                    convs.append(experiments.conversations(live, seed=k))
+            settings_out.append({"setting": name, "label": setting.label + ", prefix caching on",
+                                 "engine_version": live.version, "start_s": start_s, "fit": setting.fit,
+                                 "prefix_cache": _conversation_summary(convs)})
+            continue
         with started(setting, progress=_say) as live:
             start_s = time.perf_counter() - t_start
             _say(0.2, f"{name}: calibrating")
@@ -276,6 +307,7 @@ def cmd_bench(args) -> int:
     runner = runner_tpot()
     out = {"settings": settings_out, "tpot": {"runner": runner, "engine": tpot_engine},
            "repeats": REPEATS, "workloads": {"stall": StallWorkload().__dict__, "queueing": QueueWorkload().__dict__,
+                                             "conversations": asdict(ConversationWorkload()),
                                              "poisson": {"requests": experiments.POISSON_REQUESTS,
                                                          "rate_per_s": experiments.POISSON.rate_per_s}},
            "bench_s": time.perf_counter() - t0}

@@ -28,6 +28,7 @@ from core.engines.lab import (
     simulate_run,
 )
 from core.engines.player import play
+from core.engines.prefix_lab import ConversationWorkload, compare_turns, counters, play_conversations
 from core.engines.record import EngineRun
 from core.engines.request_cost import fit_with_request_cost
 from core.engines.session import LiveEngine
@@ -98,6 +99,22 @@ def queueing(engine: LiveEngine, workload: QueueWorkload | None = None, seed: in
     waiting = [m["values"].get("vllm:num_requests_waiting", 0.0) for m in run.metrics]
     return {"setting": engine.setting.name, "requests": len(requests), "errors": per_request_errors(run, sim),
             "peak_waiting": max(waiting, default=None)}
+
+
+def conversations(engine: LiveEngine, workload: ConversationWorkload | None = None, seed: int = 0) -> dict[str, Any]:
+    """Conversations re-sending the engine's own answers (core.engines.prefix_lab) on an engine with
+    its prefix cache on: each turn's TTFT and the cache's hit tokens, measured against simulated."""
+    from core.engines.metrics import scrape, wait_idle
+
+    work = workload or ConversationWorkload()
+    wait_idle(engine.base_url)
+    before = counters(scrape(engine.base_url))
+    run = play_conversations(engine.client, work, new_run(engine, "conversation workload"), seed=seed)
+    wait_idle(engine.base_url)
+    after = counters(scrape(engine.base_url))
+    s = engine.setting
+    return {"setting": s.name, "run": run.to_dict(),
+            **compare_turns(run, work, s.fit or s.name, s.budget, s.max_seqs, before, after)}
 
 
 def poisson(engine: LiveEngine, seed: int = 0) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """How the project starts its own engines: vLLM's CPU build and llama.cpp's llama-server, serving the
 embedded SmolLM2-135M on 127.0.0.1, with prefix reuse off (a reused prefix would measure a prefill
-the simulator does not model).
+the stall experiment does not expect), except the one setting that measures the prefix cache itself.
 
 The scheduler knob each exposes is the lesson: vLLM's per-iteration token budget
 (`--max-num-batched-tokens`: at 2,048 a 1,536-token prompt is prefilled in one iteration, at 256 it
@@ -29,6 +29,8 @@ class EngineSetting:
     max_seqs: int = 16  # concurrent sequences (vLLM --max-num-seqs, llama-server -np)
     threads: int = 2
     extra: dict[str, str] = field(default_factory=dict)
+    prefix_cache: bool = False  # the engine's own prefix cache (off for the stall experiment)
+    fit: str | None = None  # the saved fit its forwards are priced with, when not its own name's
 
     @property
     def dtype(self) -> str:
@@ -47,6 +49,9 @@ SETTINGS = {
     "vllm-b2048": EngineSetting("vllm-b2048", "vllm", 2048),
     "vllm-b256": EngineSetting("vllm-b256", "vllm", 256),
     "llama-b2048": EngineSetting("llama-b2048", "llama-server", 2048),
+    # the same engine and budget as vllm-b256 with prefix caching on: priced with vllm-b256's fit (a
+    # probe of repeated prompts would measure the cache, not the forwards)
+    "vllm-b256-pc": EngineSetting("vllm-b256-pc", "vllm", 256, prefix_cache=True, fit="vllm-b256"),
 }
 MAKE_ENGINE_PORTS = {"vllm-b2048": 8601, "vllm-b256": 8602, "llama-b2048": 8603}
 

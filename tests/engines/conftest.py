@@ -41,6 +41,15 @@ def vllm():
 
 
 @pytest.fixture(scope="session")
+def vllm_prefix():
+    """vLLM at a budget of 256 with its prefix cache on (vllm-b256-pc): started only for the tests that
+    measure the cache, which run after the other engine tests (marker prefix_engine), so its start
+    never shares the cores with a measurement."""
+    with _start("vllm-b256-pc", required=True) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
 def llama():
     with _start("llama-b2048", required=False) as live:
         yield live

@@ -77,6 +77,6 @@ class VLLM(EngineKind):
                    "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
                    "--dtype", vllm_dtype_name(engine_dtype()), "--max-model-len", str(MAX_MODEL_LEN),
                    "--max-num-batched-tokens", str(setting.budget), "--max-num-seqs", str(setting.max_seqs),
-                   "--no-enable-prefix-caching"]
+                   "--enable-prefix-caching" if setting.prefix_cache else "--no-enable-prefix-caching"]
         return EngineProcess(setting.name, command, f"http://127.0.0.1:{port}/health",
                              settings.engines_dir() / "logs" / f"{setting.name}.log", env)

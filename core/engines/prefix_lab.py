@@ -1,0 +1,197 @@
+"""The engine's own prefix cache held to the simulator's: conversations whose follow-ups re-send the
+engine's own answers, as a chat client does.
+
+Each conversation starts with a random token-id prompt; every later turn sends the whole conversation
+so far (the earlier prompts and the token ids the engine itself generated) plus a new random message,
+a think time after the previous answer's last token. Random text alone would never hit; re-sending
+the engine's own output ids is what lets a real prefix cache reuse the earlier turns.
+
+Measured: each turn's TTFT as the client saw it, and the engine's prefix-cache counters (vLLM's
+`prefix_cache_queries_total` and `prefix_cache_hits_total`, in tokens) before and after. Simulated:
+the same turns at their measured send times, with the same content (core.sim.prefix matches it
+block by block at the engine's block size), priced with the engine's fit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from core.engines.base import EngineClient, EngineError, EngineRequest, StreamEnd, TokenArrival
+from core.engines.lab import _rel, per_request_errors
+from core.engines.player import PROMPT_ID_RANGE
+from core.engines.record import EngineRun, RequestRecord
+from core.sim.workload import Request
+
+QUERIES, HITS = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
+_OWN, _ANSWER = 10**6, 2 * 10**6  # content ids of a turn's own message and of its answer (by request id)
+
+
+@dataclass(frozen=True)
+class ConversationWorkload:
+    """Conversations played at once, staggered; every turn's answer has a fixed length (ignore_eos).
+    The defaults stay well inside the engine's 4,096-token window (the last turn: 400 + 3 x 112 +
+    64 = 800 tokens) and its KV space, so nothing is evicted and every reuse is the cache's doing."""
+
+    conversations: int = 3
+    turns: int = 4
+    first_prompt: int = 400
+    message: int = 64
+    output: int = 48
+    think_s: float = 0.5
+    stagger_s: float = 0.7
+
+    def turn_id(self, conversation: int, turn: int) -> int:
+        return conversation * self.turns + turn
+
+    def prompt_tokens(self, turn: int) -> int:
+        return self.first_prompt + turn * (self.output + self.message)
+
+    def requests(self, sent_s: dict[int, float] | None = None) -> list[Request]:
+        """The turns as the simulator's requests: their content in pieces (a turn's own message, the
+        answers it re-sends), arriving at `sent_s` (measured send times, by id) or, without them, at
+        their conversation's start (later turns then follow their previous one by the think time)."""
+        out = []
+        for c in range(self.conversations):
+            segments: tuple[tuple[int, int], ...] = ()
+            for t in range(self.turns):
+                rid = self.turn_id(c, t)
+                if t:
+                    segments += ((_ANSWER + rid - 1, self.output),)
+                segments += ((_OWN + rid, self.first_prompt if t == 0 else self.message),)
+                start = c * self.stagger_s
+                at = sent_s.get(rid, start) if sent_s is not None else start
+                follows = rid - 1 if t and sent_s is None else None
+                out.append(Request(rid, at, self.prompt_tokens(t), self.output, segments=segments,
+                                   answer_id=_ANSWER + rid, follows=follows, think_s=self.think_s if follows else 0.0))
+        return out
+
+
+@dataclass
+class _Conversation:
+    workload: ConversationWorkload
+    index: int
+    messages: list[tuple[int, ...]]  # each turn's own new ids (the first: the opening prompt)
+    records: list[RequestRecord] = field(default_factory=list)
+    error: str | None = None
+
+
+def play_conversations(client: EngineClient, workload: ConversationWorkload, run: EngineRun, seed: int = 0,
+                       timeout_s: float = 300.0) -> EngineRun:
+    """Play every conversation at once (each in its own thread, staggered) and record each turn."""
+    rng = np.random.default_rng(seed)
+    convs = [_Conversation(workload, c, [tuple(int(x) for x in rng.integers(
+        *PROMPT_ID_RANGE, size=workload.first_prompt if t == 0 else workload.message)) for t in range(workload.turns)])
+        for c in range(workload.conversations)]
+    t0 = time.perf_counter()
+    run.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    deadline = t0 + timeout_s
+
+    def clock() -> float:
+        return time.perf_counter() - t0
+
+    def converse(conv: _Conversation) -> None:
+        history: tuple[int, ...] = ()
+        at = conv.index * workload.stagger_s
+        for t in range(workload.turns):
+            prompt = history + conv.messages[t]
+            rid = workload.turn_id(conv.index, t)
+            record = RequestRecord(id=rid, prompt_tokens=len(prompt), output_tokens=workload.output, arrival_s=at,
+                                   role=f"conversation {conv.index + 1}, turn {t + 1}")
+            with run._lock:
+                run.requests.append(record)
+            wait = at - clock()
+            if wait > 0:
+                time.sleep(wait)
+            if time.perf_counter() > deadline:
+                record.error = "not sent: the run's time ran out"
+                return
+            answer: list[int] = []
+            sent: list[float] = []
+            try:
+                for item in client.stream(EngineRequest(prompt, workload.output, ignore_eos=True,
+                                                        request_id=f"conv-{rid}"), sent=sent):
+                    with run._lock:
+                        if record.sent_s is None and sent:
+                            record.sent_s = sent[0] - t0
+                        if isinstance(item, TokenArrival):
+                            record.token_s.append(record.sent_s + item.t_s)
+                            if item.token_id is None:
+                                raise EngineError("the engine did not return its output token ids, so a follow-up "
+                                                  "cannot re-send its answer")
+                            answer.append(item.token_id)
+                        elif isinstance(item, StreamEnd):
+                            record.engine_figures = dict(item.engine_figures or {})
+            except EngineError as exc:
+                with run._lock:
+                    record.error = str(exc)
+                return
+            with run._lock:
+                record.done = True
+            if len(answer) != workload.output:
+                record.error = f"the engine returned {len(answer)} of {workload.output} output ids"
+                return
+            history = prompt + tuple(answer)
+            at = record.token_s[-1] + workload.think_s
+
+    threads = [threading.Thread(target=converse, args=(c,), name=f"conversation-{c.index}", daemon=True)
+               for c in convs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(max(0.0, deadline - time.perf_counter()) + 5.0)
+    with run._lock:
+        run.requests.sort(key=lambda r: r.id)
+        run.finished = True
+    return run
+
+
+def counters(metrics: dict[str, float]) -> tuple[float, float] | None:
+    """(prefix-cache queries, hits) in tokens from a /metrics scrape; None where the engine has none."""
+    if QUERIES not in metrics or HITS not in metrics:
+        return None
+    return metrics[QUERIES], metrics[HITS]
+
+
+def simulated_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budget: int, max_seqs: int):
+    """The simulator, prefix cache on, on the turns the engine was sent (at their measured send times,
+    with the same content), priced with the engine fit `fit` at its block size."""
+    from core.sim.simulate import SimConfig, engine_limits, simulate
+
+    sent = {r.id: r.left_s for r in run.requests if r.sent_s is not None}
+    requests = [r for r in workload.requests(sent) if r.id in sent]
+    limits = engine_limits(fit)
+    if limits is None:
+        raise ValueError(f"no saved engine fit {fit!r}: run `python -m core engine calibrate --only {fit}` first")
+    config = SimConfig(policy="chunked", requests=len(requests), hardware=fit, prefix_cache=True,
+                       **{**limits, "budget": budget, "max_batch": max_seqs})
+    result = simulate(config, sorted(requests, key=lambda r: r.id))
+    return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
+
+
+def compare_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budget: int, max_seqs: int,
+                  before: tuple[float, float] | None, after: tuple[float, float] | None) -> dict[str, Any]:
+    """Measured against simulated: each turn's TTFT (median and p90 error over the turns; each
+    turn's pair) and the prefix cache's hit tokens (the engine's counters against the simulator's)."""
+    sim, result = simulated_turns(run, workload, fit, budget, max_seqs)
+    errors = per_request_errors(run, sim)
+    turns = []
+    hits = result.prefix_hits_of()
+    for r in run.requests:
+        simulated = sim.get(r.id) or []
+        turns.append({"id": r.id, "role": r.role, "prompt_tokens": r.prompt_tokens,
+                      "ttft_measured_s": r.ttft_s, "ttft_simulated_s": simulated[0] - r.left_s if simulated else None,
+                      "hit_tokens_simulated": hits.get(r.id, 0)})
+    engine_hits = engine_queries = None
+    if before is not None and after is not None:
+        engine_queries, engine_hits = after[0] - before[0], after[1] - before[1]
+    return {"workload": asdict(workload), "fit": fit, "turns": turns, "ttft_error": errors["ttft"],
+            "hit_tokens_measured": engine_hits, "queries_measured": engine_queries,
+            "hit_tokens_simulated": result.prefix_hit_tokens(),
+            "queries_simulated": sum(log.prefix_queries for _, log in result.servers),
+            "hit_token_error": _rel(float(result.prefix_hit_tokens()), engine_hits) if engine_hits else None}
