@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engines import fit as engine_fit
+from core.engines.base import EngineError
 from core.engines.kinds import kind_of
 from core.engines.lab import (
     Comparison,
@@ -107,14 +108,36 @@ def conversations(engine: LiveEngine, workload: ConversationWorkload | None = No
     from core.engines.metrics import scrape, wait_idle
 
     work = workload or ConversationWorkload()
-    wait_idle(engine.base_url)
-    before = counters(scrape(engine.base_url))
-    run = play_conversations(engine.client, work, new_run(engine, "conversation workload"), seed=seed)
-    wait_idle(engine.base_url)
-    after = counters(scrape(engine.base_url))
     s = engine.setting
-    return {"setting": s.name, "run": run.to_dict(),
-            **compare_turns(run, work, s.fit or s.name, s.budget, s.max_seqs, before, after)}
+    wait_idle(engine.base_url)
+    events = None
+    if s.kv_events:  # the engine's own blocks, as its KV events tell them
+        from urllib.parse import urlsplit
+
+        from core.engines.kinds.vllm import kv_events_endpoint
+        from core.engines.kv_events import Subscriber
+
+        events = Subscriber(kv_events_endpoint(urlsplit(engine.base_url).port))
+        if not events.wait_connected(10.0):
+            events.stop()
+            raise EngineError(f"{s.name} publishes no KV events at {events.endpoint} (started without them?)")
+    try:
+        before = counters(scrape(engine.base_url))
+        run = play_conversations(engine.client, work, new_run(engine, "conversation workload"), seed=seed)
+        wait_idle(engine.base_url)
+        after = counters(scrape(engine.base_url))
+        table = events.snapshot() if events is not None else None
+    finally:
+        if events is not None:
+            events.stop()
+    out = {"setting": s.name, "run": run.to_dict(),
+           **compare_turns(run, work, s.fit or s.name, s.budget, s.max_seqs, before, after)}
+    if table is not None:
+        out["kv_events"] = {"blocks_stored": table.stored, "blocks_removed": table.removed,
+                            "messages": table.messages, "lost": table.lost, "bad": table.bad,
+                            "problems": table.problems, "block_size": table.block_size,
+                            "chains": [len(chain) for chain in table.chains()]}
+    return out
 
 
 def poisson(engine: LiveEngine, seed: int = 0) -> dict[str, Any]:

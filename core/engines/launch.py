@@ -30,6 +30,7 @@ class EngineSetting:
     threads: int = 2
     extra: dict[str, str] = field(default_factory=dict)
     prefix_cache: bool = False  # the engine's own prefix cache (off for the stall experiment)
+    kv_events: bool = False  # publish its KV cache events (core.engines.kv_events) on an ipc:// endpoint
     fit: str | None = None  # the saved fit its forwards are priced with, when not its own name's
 
     @property
@@ -51,7 +52,7 @@ SETTINGS = {
     "llama-b2048": EngineSetting("llama-b2048", "llama-server", 2048),
     # the same engine and budget as vllm-b256 with prefix caching on: priced with vllm-b256's fit (a
     # probe of repeated prompts would measure the cache, not the forwards)
-    "vllm-b256-pc": EngineSetting("vllm-b256-pc", "vllm", 256, prefix_cache=True, fit="vllm-b256"),
+    "vllm-b256-pc": EngineSetting("vllm-b256-pc", "vllm", 256, prefix_cache=True, kv_events=True, fit="vllm-b256"),
 }
 MAKE_ENGINE_PORTS = {"vllm-b2048": 8601, "vllm-b256": 8602, "llama-b2048": 8603}
 

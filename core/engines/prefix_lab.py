@@ -194,4 +194,5 @@ def compare_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budg
             "hit_tokens_measured": engine_hits, "queries_measured": engine_queries,
             "hit_tokens_simulated": result.prefix_hit_tokens(),
             "queries_simulated": sum(log.prefix_queries for _, log in result.servers),
+            "blocks_stored_simulated": sum(log.prefix_blocks_stored for _, log in result.servers),
             "hit_token_error": _rel(float(result.prefix_hit_tokens()), engine_hits) if engine_hits else None}

@@ -30,6 +30,7 @@ class ServerLog:
     prefix_queries: int = 0  # prompt tokens looked up in the prefix cache (first admissions)
     prefix_hits: int = 0  # of those, tokens reused
     hits_of: dict[int, int] = field(default_factory=dict)  # request id -> prompt tokens reused
+    prefix_blocks_stored: int = 0  # blocks the prefix cache made findable (as an engine's BlockStored events)
     preemptions: int = 0
     rejected: list[int] = field(default_factory=list)  # request ids too large for this server's KV memory
 
@@ -105,6 +106,7 @@ class Server:
         if final and self.prefix is not None:
             pc = self.prefix
             self.log.prefix_queries, self.log.prefix_hits, self.log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
+            self.log.prefix_blocks_stored = pc.registrations
         return self.log
 
     def _preempt_last(self) -> None:

@@ -78,6 +78,7 @@ class PrefixCache:
         self.free_queue: OrderedDict[int, None] = OrderedDict()  # freed blocks, least recently freed first
         self.names: dict[int, list[int]] = {} if names is None else names  # per request id, worked out once
         self.query_tokens = self.hit_tokens = 0
+        self.registrations = 0  # blocks made findable (a real engine's BlockStored events, one per block)
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
 
     @property
@@ -178,6 +179,7 @@ class PrefixCache:
             if name not in by_name:
                 by_name[name] = table[k]
                 name_of[table[k]] = name
+                self.registrations += 1
         seq.registered = full
 
     def release(self, seq: Seq) -> None:

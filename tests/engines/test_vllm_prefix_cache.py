@@ -1,5 +1,6 @@
 """vLLM's own prefix cache, measured: conversations that re-send the engine's own answers reuse the
-earlier turns' blocks, and the simulator's prefix cache predicts the same reuse. Structure and counts
+earlier turns' blocks, its KV events name the blocks it stored, and the simulator's prefix cache
+predicts the same reuse and the same blocks. Structure and counts
 only; the TTFT errors are engine-bench's figures, not thresholds here."""
 
 from __future__ import annotations
@@ -26,3 +27,10 @@ def test_follow_ups_reuse_the_engines_cache_as_the_simulator_predicts(vllm_prefi
     assert out["hit_tokens_measured"] == out["hit_tokens_simulated"] == 1792
     assert out["hit_token_error"] == 0.0 and out["ttft_error"]["requests"] == 6
     assert out["fit"] == "vllm-b256"
+    # the engine's own blocks, from its KV events: each conversation's cache ends at 671 positions, five
+    # full blocks of 128 stored once each (reuse stores nothing), one chain per conversation; the
+    # simulator made the same ten blocks findable
+    events = out["kv_events"]
+    assert events["bad"] == 0 and events["lost"] == 0 and events["block_size"] == 128, events
+    assert events["blocks_stored"] == out["blocks_stored_simulated"] == 10
+    assert sorted(events["chains"]) == [5, 5]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from core import settings
@@ -35,6 +36,15 @@ def engine_dtype(flags: frozenset[str] | None = None) -> str:
 
 def vllm_dtype_name(dtype: str) -> str:
     return {"bf16": "bfloat16", "fp32": "float32"}[dtype]
+
+
+def kv_events_endpoint(port: int) -> str:
+    """Where the vLLM serving on `port` publishes its KV cache events (it binds; the lab connects)."""
+    from core.engines.kv_events import ipc_endpoint
+
+    folder = settings.engines_dir() / "run"
+    folder.mkdir(parents=True, exist_ok=True)
+    return ipc_endpoint(folder, port)
 
 
 def vllm_python() -> Path:
@@ -78,5 +88,9 @@ class VLLM(EngineKind):
                    "--dtype", vllm_dtype_name(engine_dtype()), "--max-model-len", str(MAX_MODEL_LEN),
                    "--max-num-batched-tokens", str(setting.budget), "--max-num-seqs", str(setting.max_seqs),
                    "--enable-prefix-caching" if setting.prefix_cache else "--no-enable-prefix-caching"]
+        if setting.kv_events:
+            endpoint = kv_events_endpoint(port)
+            command += ["--kv-events-config", json.dumps({"enable_kv_cache_events": True, "publisher": "zmq",
+                                                          "endpoint": endpoint, "topic": "kv"})]
         return EngineProcess(setting.name, command, f"http://127.0.0.1:{port}/health",
                              settings.engines_dir() / "logs" / f"{setting.name}.log", env)
