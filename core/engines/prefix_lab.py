@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +26,10 @@ from core.engines.base import EngineClient, EngineError, EngineRequest, StreamEn
 from core.engines.lab import _rel, per_request_errors
 from core.engines.player import PROMPT_ID_RANGE
 from core.engines.record import EngineRun, RequestRecord
+from core.sim.sharing import as_conversations
 from core.sim.workload import Request
 
 QUERIES, HITS = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
-_OWN, _ANSWER = 10**6, 2 * 10**6  # content ids of a turn's own message and of its answer (by request id)
 
 
 @dataclass(frozen=True)
@@ -53,23 +53,15 @@ class ConversationWorkload:
         return self.first_prompt + turn * (self.output + self.message)
 
     def requests(self, sent_s: dict[int, float] | None = None) -> list[Request]:
-        """The turns as the simulator's requests: their content in pieces (a turn's own message, the
-        answers it re-sends), arriving at `sent_s` (measured send times, by id) or, without them, at
-        their conversation's start (later turns then follow their previous one by the think time)."""
-        out = []
-        for c in range(self.conversations):
-            segments: tuple[tuple[int, int], ...] = ()
-            for t in range(self.turns):
-                rid = self.turn_id(c, t)
-                if t:
-                    segments += ((_ANSWER + rid - 1, self.output),)
-                segments += ((_OWN + rid, self.first_prompt if t == 0 else self.message),)
-                start = c * self.stagger_s
-                at = sent_s.get(rid, start) if sent_s is not None else start
-                follows = rid - 1 if t and sent_s is None else None
-                out.append(Request(rid, at, self.prompt_tokens(t), self.output, segments=segments,
-                                   answer_id=_ANSWER + rid, follows=follows, think_s=self.think_s if follows else 0.0))
-        return out
+        """The turns as the simulator's requests (core.sim.sharing's conversations: each turn's content
+        in pieces, its own message and the answers it re-sends), arriving at `sent_s` (measured send
+        times, by id) or, without them, as a closed loop from their conversation's start."""
+        single = [Request(self.turn_id(c, t), c * self.stagger_s, self.first_prompt if t == 0 else self.message,
+                          self.output) for c in range(self.conversations) for t in range(self.turns)]
+        turns = as_conversations(single, self.turns, self.think_s)
+        if sent_s is None:
+            return turns
+        return [replace(r, arrival_s=sent_s.get(r.id, r.arrival_s), follows=None, think_s=0.0) for r in turns]
 
 
 @dataclass
