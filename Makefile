@@ -110,7 +110,7 @@ llama-server: $(LLAMA_SERVER)
 
 engine-setup: prepare $(VLLM_STAMP) $(LLAMA_SERVER)
 
-engine: engine-setup  # serve vLLM (token budgets 2,048 and 256) and llama-server on loopback until Ctrl-C
+engine: engine-setup  # serve vLLM (budgets 2,048 and 256; 256 with its prefix cache), llama-server on loopback until Ctrl-C
 	$(BIN)/python -m core engine serve
 
 engine-test: engine-setup  # the engine tests alone (make test runs them after the browser tests)

@@ -19,14 +19,20 @@ def test_make_engine_endpoints_on_their_fixed_ports():
     b256 = found[1]
     assert (b256.setting, b256.budget, b256.engine, b256.operator) == ("vllm-b256", 256, "vllm", False)
     assert b256.engine_setting() is SETTINGS["vllm-b256"] and b256.where == "127.0.0.1:8602"
+    # only the prefix-cache setting publishes KV events: at a socket beside its port, never a loopback port
+    events = {e.name: e.kv_events for e in found}
+    assert events["vllm-b256-pc"].startswith("ipc://") and events["vllm-b256-pc"].endswith("-8604.ipc")
+    assert [n for n, ev in events.items() if ev] == ["vllm-b256-pc"]
+    assert found[3].label.endswith("prefix cache on")
 
 
 def test_make_engine_ports_can_be_turned_off_or_moved():
     assert configured({"PDLAB_MAKE_ENGINE_PORTS": "off"}) == []
     moved = configured({"PDLAB_MAKE_ENGINE_PORTS": "9700"})
-    assert [e.base_url for e in moved] == ["http://127.0.0.1:9700", "http://127.0.0.1:9701", "http://127.0.0.1:9702"]
+    assert [e.base_url for e in moved] == [f"http://127.0.0.1:{p}" for p in range(9700, 9704)]
+    assert moved[3].kv_events.endswith("-9703.ipc")
     found, problems = read_config({"PDLAB_MAKE_ENGINE_PORTS": "lots"})
-    assert len(found) == 3 and "neither 'off' nor a port" in problems[0]
+    assert len(found) == 4 and "neither 'off' nor a port" in problems[0]
 
 
 def test_an_operator_entry_is_used_with_its_fields():
@@ -39,6 +45,16 @@ def test_an_operator_entry_is_used_with_its_fields():
     assert e.operator and e.where == "configured by the operator"  # the reader never sees the operator's host
     setting = e.engine_setting()
     assert (setting.name, setting.budget, setting.max_seqs) == ("gpu-box", 512, 64)
+
+
+def test_an_operator_entry_may_name_its_kv_events_address():
+    (e,) = configured(_ops({"name": "pc", "url": "http://127.0.0.1:9000", "model": "m", "engine": "vllm",
+                            "kv_events": "ipc:///tmp/engine-9000.ipc"}))
+    assert e.kv_events == "ipc:///tmp/engine-9000.ipc"
+    for bad in ("tcp://127.0.0.1:5557", "ipc://relative.ipc", "ipc:///tmp/a b", "ipc:///" + "x" * 300, 7):
+        found, problems = read_config(_ops({"name": "pc", "url": "http://127.0.0.1:9000", "model": "m",
+                                            "kv_events": bad}))
+        assert found == [] and "'kv_events' must be an ipc:// address" in problems[0], bad
 
 
 def test_an_operator_entry_without_a_budget_is_simulated_at_vllms_default():

@@ -4,7 +4,7 @@ ticks, the simulator's ticks under them, the engine's metrics, the errors). Scre
 artifacts/.
 
 The app runs with the make-engine ports moved to loopback ports nobody listens on, so a developer's
-running engine (8601-8603) is never seen; the live-engine tests live in tests/engines/.
+running engine (8601-8604) is never seen; the live-engine tests live in tests/engines/.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_recording_mode_lists_the_engines_and_plays_the_recording(lab_server, br
         _open(page, lab_server)
         assert page.locator("[data-testid=stException]").count() == 0
         body = page.inner_text("body")
-        assert body.count("not answering") == 3  # the three make-engine engines, on ports nobody serves
+        assert body.count("not answering") == 4  # the four make-engine engines, on ports nobody serves
         assert "PDLAB_ENGINES entry 1 is skipped" in body  # the operator's bad entry, in words
         assert "A recording, not a live run: measured on" in body
         assert "make engine" in body and "Start the run" not in body
@@ -86,7 +86,7 @@ def test_recording_mode_on_a_narrow_screen_and_after_a_recheck(lab_server, brows
     with browser_page(browser, 820, 6000) as page:
         _open(page, lab_server)
         page.get_by_role("button", name="Check the engines again").click()
-        page.wait_for_function("() => document.body.innerText.split('not answering').length - 1 === 3",
+        page.wait_for_function("() => document.body.innerText.split('not answering').length - 1 === 4",
                                timeout=60_000)
         page.get_by_text(READY).first.wait_for(timeout=60_000)
         assert page.locator("[data-testid=stException]").count() == 0

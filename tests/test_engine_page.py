@@ -67,7 +67,7 @@ def test_engines_that_do_not_answer_are_listed_and_bad_settings_are_messages(no_
         {"name": "bad", "url": "gopher://example.org", "model": "m"}]))
     at = _app()
     text = _text(at)
-    assert text.count("not answering") == 4
+    assert text.count("not answering") == 5  # the four make-engine settings and the operator's
     assert "The operator" in text and "entry 2 is skipped" in text and "http:// or https://" in text
     assert "plays a recording" in text
     assert [b.key for b in at.button] == ["lb_recheck"]  # nothing to start a run with

@@ -81,6 +81,22 @@ def test_freed_blocks_are_overwritten_least_recently_freed_first():
     assert run(reqs, kv_blocks=1000).prefix_hits_of()[4] == 32  # with room, A's blocks would have stayed
 
 
+def test_the_blocks_held_at_the_end_are_those_stored_and_not_overwritten():
+    """The same run, block by block. C takes the two never-used blocks and A's two. E reuses B's two
+    and takes one more: the least recently freed, C's last (a request frees its last block first).
+    D finds no a and takes three: C's other three. What remains findable, in the order stored, is what
+    an engine's stored-minus-removed events would list: B's two, E's one, D's three."""
+    a, b = (1, 32), (2, 32)
+    reqs = [req(0, 0.0, [a]), req(1, 10.0, [b]), req(2, 20.0, [(3, 64)]), req(3, 30.0, [b, (4, 16)]),
+            req(4, 40.0, [a, (5, 16)])]
+    log = run(reqs, kv_blocks=6).servers[0][1]
+    assert log.prefix_blocks_stored == 2 + 2 + 4 + 1 + 3
+    assert log.prefix_blocks_held == [(1, 0), (1, 1), (3, 2), (4, 0), (4, 1), (4, 2)]
+    roomy = run(reqs, kv_blocks=1000).servers[0][1]  # nothing overwritten: D reuses A's two, stores one
+    assert roomy.prefix_blocks_held == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3), (3, 2),
+                                        (4, 2)]
+
+
 def test_a_block_shared_by_running_requests_is_counted_once():
     """Two requests share a 64-token prefix and run together: the KV in use is the four shared blocks
     once, plus each one's own."""

@@ -62,7 +62,7 @@ def cmd_serve(args) -> int:
     """Serve the settings on their fixed ports until Ctrl-C or SIGTERM (make engine)."""
     from core.engines.session import installed, started
 
-    # the settings the lab page lists, on their fixed ports (the prefix-cache setting is engine-bench's)
+    # the settings the lab page lists, on their fixed ports
     names = [n for n in _names(args.only, tuple(MAKE_ENGINE_PORTS)) if installed(SETTINGS[n].engine)]
     unserved = [n for n in names if n not in MAKE_ENGINE_PORTS]
     if unserved:

@@ -1,13 +1,16 @@
 """The engines a lab page may talk to: the operator's list, never a reader's.
 
 A page that sent requests to any URL a reader typed would be an open proxy into whatever network
-the server sits in, so the list is fixed by the operator: the three engines `make engine` serves on
+the server sits in, so the list is fixed by the operator: the four engines `make engine` serves on
 127.0.0.1 (core.engines.launch.MAKE_ENGINE_PORTS) plus any named in the environment variable
 PDLAB_ENGINES, a JSON list of objects {"name", "url", "model", optional "budget", "max_seqs",
-"engine", "label"}. An entry that cannot be used is skipped and named in a message the page shows
-to operators (never a traceback). PDLAB_MAKE_ENGINE_PORTS=off drops the make-engine three (a test
-that must not see a developer's running engine), and a number moves them to that port and the
-two after it.
+"engine", "label", "kv_events"}. An entry that cannot be used is skipped and named in a message the
+page shows to operators (never a traceback). PDLAB_MAKE_ENGINE_PORTS=off drops the make-engine four
+(a test that must not see a developer's running engine), and a number moves them to that port and
+the three after it.
+
+`kv_events` (an operator's vLLM started with `--kv-events-config`): the `ipc://` address it publishes
+its KV cache events on, so the page can draw its blocks; only the operator names it, never a reader.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from urllib.parse import urlsplit
 
 from core import settings
 from core.engines.kinds import KINDS, SERVED_NAME, kind_of
+from core.engines.kinds.vllm import kv_events_endpoint
 from core.engines.launch import MAKE_ENGINE_PORTS, SETTINGS, EngineSetting
 
 ENGINES_ENV = "PDLAB_ENGINES"
 PORTS_ENV = "PDLAB_MAKE_ENGINE_PORTS"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
+IPC = re.compile(r"^ipc:///[\w./-]{1,192}$")
 MAX_ENTRIES = 16
 MAX_BUDGET = 1_000_000
 DEFAULT_MAX_SEQS = 128  # vLLM's default --max-num-seqs, for an operator's engine that does not say
@@ -44,6 +49,7 @@ class Endpoint:
     budget: int | None = None
     max_seqs: int = DEFAULT_MAX_SEQS
     engine: str = "openai"  # "vllm", "llama-server", or any other OpenAI-compatible server
+    kv_events: str | None = None  # the ipc:// address its KV cache events are published on, if any
 
     @property
     def operator(self) -> bool:
@@ -75,17 +81,19 @@ def make_engine_endpoints(environ: Mapping[str, str]) -> tuple[list[Endpoint], l
     if raw:
         try:
             base = int(raw)
-            if not 1024 <= base <= 65533:
+            if not 1024 <= base <= 65532:
                 raise ValueError
             shift = base - min(MAKE_ENGINE_PORTS.values())
         except ValueError:
-            problems.append(f"{PORTS_ENV}={raw[:40]!r} is neither 'off' nor a port from 1024 to 65533; "
+            problems.append(f"{PORTS_ENV}={raw[:40]!r} is neither 'off' nor a port from 1024 to 65532; "
                             "the usual ports are used")
     out = []
     for name, port in MAKE_ENGINE_PORTS.items():
         s = SETTINGS[name]
-        out.append(Endpoint(name, s.label, f"http://127.0.0.1:{port + shift}", SERVED_NAME, name, s.budget,
-                            s.max_seqs, s.engine))
+        events = kv_events_endpoint(port + shift, make_folder=False) if s.kv_events else None
+        label = s.label + (", prefix cache on" if s.prefix_cache else "")
+        out.append(Endpoint(name, label, f"http://127.0.0.1:{port + shift}", SERVED_NAME, name, s.budget,
+                            s.max_seqs, s.engine, events))
     return out, problems
 
 
@@ -124,7 +132,11 @@ def _entry(item: object, taken: set[str]) -> Endpoint:
     if not isinstance(label, str):
         raise ValueError("'label' must be a string")
     clean = re.sub(r"[^\w .,:()+/-]", "", label)[:80] or name  # shown on the page: plain characters only
-    return Endpoint(name, clean, url.rstrip("/"), model, None, budget, max_seqs, engine)
+    events = item.get("kv_events")
+    if events is not None and (not isinstance(events, str) or not IPC.match(events)):
+        raise ValueError("'kv_events' must be an ipc:// address of at most 200 characters (the engine's "
+                         "--kv-events-config endpoint)")
+    return Endpoint(name, clean, url.rstrip("/"), model, None, budget, max_seqs, engine, events)
 
 
 def operator_endpoints(environ: Mapping[str, str], taken: set[str]) -> tuple[list[Endpoint], list[str]]:

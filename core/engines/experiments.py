@@ -123,7 +123,9 @@ def conversations(engine: LiveEngine, workload: ConversationWorkload | None = No
             raise EngineError(f"{s.name} publishes no KV events at {events.endpoint} (started without them?)")
     try:
         before = counters(scrape(engine.base_url))
-        run = play_conversations(engine.client, work, new_run(engine, "conversation workload"), seed=seed)
+        prompts: dict[int, tuple[int, ...]] = {}
+        run = play_conversations(engine.client, work, new_run(engine, "conversation workload"), seed=seed,
+                                 prompts=prompts)
         wait_idle(engine.base_url)
         after = counters(scrape(engine.base_url))
         table = events.snapshot() if events is not None else None
@@ -133,7 +135,11 @@ def conversations(engine: LiveEngine, workload: ConversationWorkload | None = No
     out = {"setting": s.name, "run": run.to_dict(),
            **compare_turns(run, work, s.fit or s.name, s.budget, s.max_seqs, before, after)}
     if table is not None:
-        out["kv_events"] = {"blocks_stored": table.stored, "blocks_removed": table.removed,
+        from core.engines.block_map import agreement, engine_blocks, simulated_blocks
+
+        placed = agreement(engine_blocks(table, run, prompts, work),
+                           simulated_blocks([tuple(b) for b in out["blocks_held_simulated"]], work))
+        out["kv_events"] = {"placed": placed, "blocks_stored": table.stored, "blocks_removed": table.removed,
                             "messages": table.messages, "lost": table.lost, "bad": table.bad,
                             "problems": table.problems, "block_size": table.block_size,
                             "chains": [len(chain) for chain in table.chains()]}

@@ -54,7 +54,7 @@ SETTINGS = {
     # probe of repeated prompts would measure the cache, not the forwards)
     "vllm-b256-pc": EngineSetting("vllm-b256-pc", "vllm", 256, prefix_cache=True, kv_events=True, fit="vllm-b256"),
 }
-MAKE_ENGINE_PORTS = {"vllm-b2048": 8601, "vllm-b256": 8602, "llama-b2048": 8603}
+MAKE_ENGINE_PORTS = {"vllm-b2048": 8601, "vllm-b256": 8602, "llama-b2048": 8603, "vllm-b256-pc": 8604}
 
 
 def engine_process(setting: EngineSetting, model_dir: Path, gguf: Path | None = None,

@@ -74,13 +74,16 @@ class _Conversation:
 
 
 def play_conversations(client: EngineClient, workload: ConversationWorkload, run: EngineRun, seed: int = 0,
-                       timeout_s: float = 300.0) -> EngineRun:
-    """Play every conversation at once (each in its own thread, staggered) and record each turn."""
+                       timeout_s: float = 300.0, prompts: dict[int, tuple[int, ...]] | None = None) -> EngineRun:
+    """Play every conversation at once (each in its own thread, staggered) and record each turn.
+    `prompts`, when given, is filled with each turn's prompt ids by turn id as it is sent (what the
+    engine's KV events hold, to tell one conversation's blocks from another's)."""
     rng = np.random.default_rng(seed)
     convs = [_Conversation(workload, c, [tuple(int(x) for x in rng.integers(
         *PROMPT_ID_RANGE, size=workload.first_prompt if t == 0 else workload.message)) for t in range(workload.turns)])
         for c in range(workload.conversations)]
     t0 = time.perf_counter()
+    run.clock_unix_s = time.time()
     run.started_at = datetime.now(UTC).isoformat(timespec="seconds")
     deadline = t0 + timeout_s
 
@@ -97,6 +100,8 @@ def play_conversations(client: EngineClient, workload: ConversationWorkload, run
                                    role=f"conversation {conv.index + 1}, turn {t + 1}")
             with run._lock:
                 run.requests.append(record)
+                if prompts is not None:
+                    prompts[rid] = prompt
             wait = at - clock()
             if wait > 0:
                 time.sleep(wait)
@@ -150,9 +155,11 @@ def counters(metrics: dict[str, float]) -> tuple[float, float] | None:
     return metrics[QUERIES], metrics[HITS]
 
 
-def simulated_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budget: int, max_seqs: int):
-    """The simulator, prefix cache on, on the turns the engine was sent (at their measured send times,
-    with the same content), priced with the engine fit `fit` at its block size."""
+def simulated_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budget: int, max_seqs: int,
+                    prefix_cache: bool = True):
+    """The simulator, prefix cache on (or off, to say what the cache saved), on the turns the engine was
+    sent (at their measured send times, with the same content), priced with the engine fit `fit` at
+    its block size."""
     from core.sim.simulate import SimConfig, engine_limits, simulate
 
     sent = {r.id: r.left_s for r in run.requests if r.sent_s is not None}
@@ -160,7 +167,7 @@ def simulated_turns(run: EngineRun, workload: ConversationWorkload, fit: str, bu
     limits = engine_limits(fit)
     if limits is None:
         raise ValueError(f"no saved engine fit {fit!r}: run `python -m core engine calibrate --only {fit}` first")
-    config = SimConfig(policy="chunked", requests=len(requests), hardware=fit, prefix_cache=True,
+    config = SimConfig(policy="chunked", requests=len(requests), hardware=fit, prefix_cache=prefix_cache,
                        **{**limits, "budget": budget, "max_batch": max_seqs})
     result = simulate(config, sorted(requests, key=lambda r: r.id))
     return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
@@ -171,13 +178,15 @@ def compare_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budg
     """Measured against simulated: each turn's TTFT (median and p90 error over the turns; each
     turn's pair) and the prefix cache's hit tokens (the engine's counters against the simulator's)."""
     sim, result = simulated_turns(run, workload, fit, budget, max_seqs)
+    cold, _ = simulated_turns(run, workload, fit, budget, max_seqs, prefix_cache=False)
     errors = per_request_errors(run, sim)
     turns = []
     hits = result.prefix_hits_of()
     for r in run.requests:
-        simulated = sim.get(r.id) or []
+        simulated, without = sim.get(r.id) or [], cold.get(r.id) or []
         turns.append({"id": r.id, "role": r.role, "prompt_tokens": r.prompt_tokens,
                       "ttft_measured_s": r.ttft_s, "ttft_simulated_s": simulated[0] - r.left_s if simulated else None,
+                      "ttft_without_cache_simulated_s": without[0] - r.left_s if without else None,
                       "hit_tokens_simulated": hits.get(r.id, 0)})
     engine_hits = engine_queries = None
     if before is not None and after is not None:
@@ -187,4 +196,5 @@ def compare_turns(run: EngineRun, workload: ConversationWorkload, fit: str, budg
             "hit_tokens_simulated": result.prefix_hit_tokens(),
             "queries_simulated": sum(log.prefix_queries for _, log in result.servers),
             "blocks_stored_simulated": sum(log.prefix_blocks_stored for _, log in result.servers),
+            "blocks_held_simulated": [list(b) for _, log in result.servers for b in log.prefix_blocks_held],
             "hit_token_error": _rel(float(result.prefix_hit_tokens()), engine_hits) if engine_hits else None}

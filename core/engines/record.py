@@ -73,6 +73,7 @@ class EngineRun:
     kind: str = "measured"
     note: str = ""
     finished: bool = False
+    clock_unix_s: float | None = None  # the wall clock at the run's zero (to place an engine's own time stamps)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def snapshot(self) -> EngineRun:
@@ -105,7 +106,7 @@ class EngineRun:
                        started_at=str(data["started_at"]), engine_version=str(data.get("engine_version", "")),
                        settings=dict(data.get("settings", {})), requests=requests, metrics=metrics,
                        kind=str(data.get("kind", "measured")), note=str(data.get("note", "")),
-                       finished=bool(data.get("finished", False)))
+                       finished=bool(data.get("finished", False)), clock_unix_s=_unix(data.get("clock_unix_s")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"the engine recording is malformed: {exc!r}") from None
 
@@ -124,6 +125,15 @@ def _time(value: Any, where: str) -> float:
     t = float(value)
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"{where} must be a finite time >= 0, got {value!r}")
+    return t
+
+
+def _unix(value: Any) -> float | None:
+    if value is None:
+        return None
+    t = float(value)
+    if not math.isfinite(t):
+        raise ValueError(f"clock_unix_s must be a finite time, got {value!r}")
     return t
 
 

@@ -31,6 +31,8 @@ class ServerLog:
     prefix_hits: int = 0  # of those, tokens reused
     hits_of: dict[int, int] = field(default_factory=dict)  # request id -> prompt tokens reused
     prefix_blocks_stored: int = 0  # blocks the prefix cache made findable (as an engine's BlockStored events)
+    prefix_blocks_held: list[tuple[int, int]] = field(default_factory=list)  # findable at the end: (request id,
+    # block index in it) of the request that made each findable, in the order made so
     preemptions: int = 0
     rejected: list[int] = field(default_factory=list)  # request ids too large for this server's KV memory
 
@@ -107,6 +109,7 @@ class Server:
             pc = self.prefix
             self.log.prefix_queries, self.log.prefix_hits, self.log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
             self.log.prefix_blocks_stored = pc.registrations
+            self.log.prefix_blocks_held = pc.held_blocks()
         return self.log
 
     def _preempt_last(self) -> None:

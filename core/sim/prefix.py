@@ -79,6 +79,7 @@ class PrefixCache:
         self.names: dict[int, list[int]] = {} if names is None else names  # per request id, worked out once
         self.query_tokens = self.hit_tokens = 0
         self.registrations = 0  # blocks made findable (a real engine's BlockStored events, one per block)
+        self.made: list[tuple[int, int, int]] = []  # (request id, block index, name) as each became findable
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
 
     @property
@@ -180,6 +181,7 @@ class PrefixCache:
                 by_name[name] = table[k]
                 name_of[table[k]] = name
                 self.registrations += 1
+                self.made.append((seq.request.id, k, name))
         seq.registered = full
 
     def release(self, seq: Seq) -> None:
@@ -194,3 +196,10 @@ class PrefixCache:
 
     def held(self, seq: Seq) -> int:
         return len(seq.table)
+
+    def held_blocks(self) -> list[tuple[int, int]]:
+        """The blocks findable now, as (id of the request that made it findable, its index in that
+        request's blocks), in the order they were made findable: what an engine's BlockStored events
+        minus its BlockRemoved events would list."""
+        latest = {name: n for n, (_, _, name) in enumerate(self.made) if name in self.by_name}
+        return [(rid, k) for n, (rid, k, name) in enumerate(self.made) if latest.get(name) == n]

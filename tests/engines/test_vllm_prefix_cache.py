@@ -34,3 +34,6 @@ def test_follow_ups_reuse_the_engines_cache_as_the_simulator_predicts(vllm_prefi
     assert events["bad"] == 0 and events["lost"] == 0 and events["block_size"] == 128, events
     assert events["blocks_stored"] == out["blocks_stored_simulated"] == 10
     assert sorted(events["chains"]) == [5, 5]
+    # and each in the same place: the same conversation, the same block of it, stored by the same turn
+    # (turn 1 stores blocks 1-3, turn 2 block 4, turn 3 block 5: 447, 559 and 671 positions computed)
+    assert events["placed"] == {"engine": 10, "simulated": 10, "same": 10, "engine_only": 0, "simulated_only": 0}

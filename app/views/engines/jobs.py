@@ -64,13 +64,13 @@ def analyse(run: EngineRun, endpoint: Endpoint) -> Analysis | None:
     return Analysis(sim, comparison, endpoint.name, str(entry.get("fitted_at", "")))
 
 
-def _client(endpoint: Endpoint) -> OpenAICompatible:
+def lab_client(endpoint: Endpoint) -> OpenAICompatible:
     """The endpoint's client (core.engines.session.client_for), with the lab's shorter timeouts."""
     return client_for(endpoint.engine, endpoint.base_url, endpoint.model, connect_timeout_s=CONNECT_TIMEOUT_S,
                       read_timeout_s=READ_TIMEOUT_S)
 
 
-def _live(endpoint: Endpoint, client: OpenAICompatible) -> LiveEngine:
+def live_engine(endpoint: Endpoint, client: OpenAICompatible) -> LiveEngine:
     """The engine as core.engines.experiments takes it; EngineError in words when it does not answer."""
     health = client.health()
     if not health.ok:
@@ -127,7 +127,7 @@ class StallRunJob(Job):
 
     # --- worker side ---------------------------------------------------------------------------
     def work(self) -> None:
-        client = _client(self.endpoint)
+        client = lab_client(self.endpoint)
         try:
             self._play(client)
         except EngineError as exc:
@@ -143,7 +143,7 @@ class StallRunJob(Job):
 
     def _play(self, client: OpenAICompatible) -> None:
         self.progress = "checking the engine"
-        live = _live(self.endpoint, client)
+        live = live_engine(self.endpoint, client)
         if not wait_idle(self.endpoint.base_url, IDLE_WAIT_S):
             self.notes.append("The engine did not report itself idle before the run (another client may have "
                               "been using it, or it has no metrics): its numbers may include that work.")
@@ -223,9 +223,9 @@ class CalibrateJob(Job):
         return False
 
     def work(self) -> None:
-        client = _client(self.endpoint)
+        client = lab_client(self.endpoint)
         try:
-            live = _live(self.endpoint, client)
+            live = live_engine(self.endpoint, client)
             self.progress = "probing the engine: prefills alone, then decode steps at 1, 4, 8 and 16 streams"
             self.entry = experiments.calibrate(live)
         except EngineError as exc:

@@ -18,4 +18,6 @@ LB_CALIBRATE = "lb_calibrate"
 LB_RECHECK = "lb_recheck"
 LB_RUN_JOB = "lb_run_job"  # the session's StallRunJob (its run stays drawn after it ends)
 LB_CAL_JOB = "lb_cal_job"  # the session's CalibrateJob
+LB_PC_START = "lb_pc_start"  # the prefix-cache experiment's start button
+LB_PC_JOB = "lb_pc_job"  # the session's ConversationJob
 LB_SEEN = "lb_seen_jobs"  # ids of finished jobs a full rerun was already made for

@@ -38,7 +38,8 @@ fitted to this engine by a short probe of its prefills and decode steps; **compu
 worked out from those two, like an error."""
 
 HOW_TO_START = """**Run it live.** On a server with this project checked out, `make engine` starts vLLM
-twice (budgets of 2,048 and 256 tokens per iteration) and llama-server, on 127.0.0.1 ports 8601-8603.
+three times (budgets of 2,048 and 256 tokens per iteration, and 256 with its prefix cache on) and
+llama-server, on 127.0.0.1 ports 8601-8604.
 The first time, it also installs vLLM's CPU build and builds llama-server, which takes several
 minutes more. vLLM itself takes 2-3 minutes to start; this page finds the engines by itself once
 they answer. An operator can list other OpenAI-compatible engines in the `PDLAB_ENGINES` setting."""

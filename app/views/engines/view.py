@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.views.engines import live, picker, recording, state
+from app.views.engines import live, picker, prefix, recording, state
+from app.views.engines.prefix_text import NO_EVENTS_ENGINE
 from app.views.engines.text import DEFINITIONS, HOW_TO_START, INTRO
 from core.engines.endpoints import read_config
 
@@ -29,12 +30,18 @@ def render() -> None:
     st.header("Engines on this server")
     endpoints, problems = read_config()
     engine, _ = picker.render(endpoints, problems)
+    if engine is not None and engine.kv_events:
+        st.header("Prefix caching, live")
+        prefix.render(engine)
+        return
     has_run = state.job(state.LB_RUN_JOB) is not None
     if engine is not None or has_run:
         st.header("The experiment, live")
         if engine is None:
             st.warning("No engine answers right now, so no new run can start; your last run stays below.")
         live.render(engine)
+        if any(e.kv_events for e in endpoints):
+            st.info(NO_EVENTS_ENGINE)
         with st.expander("The bundled recording (made earlier, to compare with)", expanded=False):
             recording.render()
         if engine is None:

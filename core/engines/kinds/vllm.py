@@ -38,12 +38,14 @@ def vllm_dtype_name(dtype: str) -> str:
     return {"bf16": "bfloat16", "fp32": "float32"}[dtype]
 
 
-def kv_events_endpoint(port: int) -> str:
-    """Where the vLLM serving on `port` publishes its KV cache events (it binds; the lab connects)."""
+def kv_events_endpoint(port: int, make_folder: bool = True) -> str:
+    """Where the vLLM serving on `port` publishes its KV cache events (it binds; the lab connects).
+    `make_folder`: create the folder the socket goes in (the engine's side; a reader only connects)."""
     from core.engines.kv_events import ipc_endpoint
 
     folder = settings.engines_dir() / "run"
-    folder.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        folder.mkdir(parents=True, exist_ok=True)
     return ipc_endpoint(folder, port)
 
 
