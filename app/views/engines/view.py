@@ -3,7 +3,8 @@ the simulator's prediction for the same requests drawn under it.
 
 Thin: the engine list and its health in app.views.engines.picker, the live run in
 app.views.engines.live (queued jobs in app.views.engines.jobs), the bundled recording in
-app.views.engines.recording, the charts in app.views.engines.figures. Where no engine
+app.views.engines.recording, the charts in app.views.engines.figures; an engine that publishes its
+KV events gets the prefix-cache experiment instead (app.views.engines.prefix). Where no engine
 answers (Streamlit Community Cloud, or `make engine` not started) the page plays the recording,
 so it teaches the same lesson everywhere.
 """
