@@ -24,10 +24,10 @@ from core.sim.workload import Request
 B = 16
 
 
-def run(requests: list[Request], kv_blocks: int = 1000, cache: bool = True, **settings):
+def run(requests: list[Request], kv_blocks: int = 1000, cache: bool = True, keep_blocks: bool = False, **settings):
     config = SimConfig(model="llama-3.1-8b", hardware="h100-sxm", kv_blocks=kv_blocks, block_tokens=B,
                        prefix_cache=cache, **{"instances": 1, **settings})
-    return simulate(config, requests)
+    return simulate(config, requests, keep_blocks=keep_blocks)
 
 
 def req(i: int, at: float, segments: list[tuple[int, int]], output: int = 1) -> Request:
@@ -89,10 +89,11 @@ def test_the_blocks_held_at_the_end_are_those_stored_and_not_overwritten():
     a, b = (1, 32), (2, 32)
     reqs = [req(0, 0.0, [a]), req(1, 10.0, [b]), req(2, 20.0, [(3, 64)]), req(3, 30.0, [b, (4, 16)]),
             req(4, 40.0, [a, (5, 16)])]
-    log = run(reqs, kv_blocks=6).servers[0][1]
+    log = run(reqs, kv_blocks=6, keep_blocks=True).servers[0][1]
     assert log.prefix_blocks_stored == 2 + 2 + 4 + 1 + 3
     assert log.prefix_blocks_held == [(1, 0), (1, 1), (3, 2), (4, 0), (4, 1), (4, 2)]
-    roomy = run(reqs, kv_blocks=1000).servers[0][1]  # nothing overwritten: D reuses A's two, stores one
+    assert run(reqs, kv_blocks=6).servers[0][1].prefix_blocks_held == []  # only kept when asked
+    roomy = run(reqs, kv_blocks=1000, keep_blocks=True).servers[0][1]  # nothing overwritten: D reuses A's two
     assert roomy.prefix_blocks_held == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2), (2, 3), (3, 2),
                                         (4, 2)]
 

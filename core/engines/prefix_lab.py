@@ -169,7 +169,7 @@ def simulated_turns(run: EngineRun, workload: ConversationWorkload, fit: str, bu
         raise ValueError(f"no saved engine fit {fit!r}: run `python -m core engine calibrate --only {fit}` first")
     config = SimConfig(policy="chunked", requests=len(requests), hardware=fit, prefix_cache=prefix_cache,
                        **{**limits, "budget": budget, "max_batch": max_seqs})
-    result = simulate(config, sorted(requests, key=lambda r: r.id))
+    result = simulate(config, sorted(requests, key=lambda r: r.id), keep_blocks=prefix_cache)
     return {r.id: list(t) for r, t in zip(result.requests, result.token_s, strict=True)}, result
 
 

@@ -53,16 +53,17 @@ class Server:
     and free blocks the loop moves. `hand_off`: a disaggregated prefill server; a request leaves as
     soon as its first token is out. `should_stop` is asked every STOP_CHECK_EVERY passes; True ends
     the run with SimulationStopped. `prefix_cache`: full blocks are kept by content and reused
-    (core.sim.prefix), as vLLM v1 does; `names` may be shared by servers of the same block size.
+    (core.sim.prefix), as vLLM v1 does; `names` may be shared by servers of the same block size;
+    `keep_blocks`: the log lists the blocks findable at the end and who made them so (a cost per block).
     """
 
     def __init__(self, policy: Policy, step: StepTime, kv_blocks: int, state: State, hand_off: bool = False,
                  should_stop: Callable[[], bool] | None = None, prefix_cache: bool = False,
-                 names: dict[int, list[int]] | None = None) -> None:
+                 names: dict[int, list[int]] | None = None, keep_blocks: bool = False) -> None:
         self.log = ServerLog(kv_blocks=kv_blocks)
         self.policy, self.step_time, self.kv_blocks = policy, step, kv_blocks
         self.block = state.block_tokens
-        self.prefix = PrefixCache(kv_blocks, self.block, names) if prefix_cache else None
+        self.prefix = PrefixCache(kv_blocks, self.block, names, keep_blocks) if prefix_cache else None
         self.state = replace(state, prefix=self.prefix)
         self.hand_off, self.should_stop = hand_off, should_stop
         self.pending: deque[Seq] = deque()  # offered, not yet at the scheduler (available_s in order)
@@ -109,7 +110,8 @@ class Server:
             pc = self.prefix
             self.log.prefix_queries, self.log.prefix_hits, self.log.hits_of = pc.query_tokens, pc.hit_tokens, pc.hits_of
             self.log.prefix_blocks_stored = pc.registrations
-            self.log.prefix_blocks_held = pc.held_blocks()
+            if pc.made is not None:
+                self.log.prefix_blocks_held = pc.held_blocks()
         return self.log
 
     def _preempt_last(self) -> None:
@@ -262,10 +264,10 @@ class Server:
 
 def run_server(arrivals: list[Seq], policy: Policy, step: StepTime, kv_blocks: int, state: State,
                hand_off: bool = False, should_stop: Callable[[], bool] | None = None,
-               prefix_cache: bool = False) -> ServerLog:
+               prefix_cache: bool = False, keep_blocks: bool = False) -> ServerLog:
     """Serve `arrivals` (sorted by available_s) to completion on one Server, filling in each Seq's
     token times."""
-    server = Server(policy, step, kv_blocks, state, hand_off, should_stop, prefix_cache)
+    server = Server(policy, step, kv_blocks, state, hand_off, should_stop, prefix_cache, keep_blocks=keep_blocks)
     for seq in arrivals:
         server.offer(seq)
     return server.run()

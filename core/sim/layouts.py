@@ -70,6 +70,7 @@ class Setting:
     kv_bytes_per_token: float  # per device, for a hand-off over the link
     link: object | None  # core.hardware's interconnect (latency_s, bandwidth_bytes_per_s), or None
     should_stop: Callable[[], bool] | None = None
+    keep_blocks: bool = False  # prefix caches log which request made each block findable (ServerLog.prefix_blocks_held)
 
 
 class Layout(ABC):
@@ -133,7 +134,8 @@ class Colocated(Layout):
         out, n = Served.empty(len(requests)), config.instances
         names: dict[int, list[int]] = {}  # block names, worked out once for every copy
         servers = [Server(setting.policy(), setting.step, setting.blocks, setting.state,
-                          should_stop=setting.should_stop, prefix_cache=config.prefix_cache, names=names)
+                          should_stop=setting.should_stop, prefix_cache=config.prefix_cache, names=names,
+                          keep_blocks=setting.keep_blocks)
                    for _ in range(n)]
         router = get_router(config.router)(config.router_queue_bound)
         doors = [FrontEnd(config.request_overhead_s) for _ in range(n)]
@@ -219,7 +221,8 @@ class Disaggregated(Layout):
             seqs = front_end([Seq(r, r.arrival_s, r.prompt_tokens) for r in ordered[k::n_pre]], config.request_overhead_s)
             out.servers.append(("prefill", run_server(seqs, setting.policy("prefill"), setting.step, setting.blocks,
                                                       setting.state, hand_off=True, should_stop=setting.should_stop,
-                                                      prefix_cache=config.prefix_cache)))
+                                                      prefix_cache=config.prefix_cache,
+                                                      keep_blocks=setting.keep_blocks)))
             link_free = 0.0
             for s in sorted(seqs, key=lambda s: s.token_s[0] if s.token_s else float("inf")):
                 i = index[s.request.id]

@@ -69,7 +69,8 @@ class PrefixCache:
     Physical blocks are numbered as first used; `used_ever` counts those handed out at least once. A
     Seq keeps its own blocks (`Seq.table`, in position order) and how many are registered."""
 
-    def __init__(self, total_blocks: int, block_tokens: int, names: dict[int, list[int]] | None = None) -> None:
+    def __init__(self, total_blocks: int, block_tokens: int, names: dict[int, list[int]] | None = None,
+                 keep_blocks: bool = False) -> None:
         self.total, self.block = total_blocks, block_tokens
         self.used_ever = 0
         self.ref: list[int] = []  # per physical block: requests holding it
@@ -79,7 +80,8 @@ class PrefixCache:
         self.names: dict[int, list[int]] = {} if names is None else names  # per request id, worked out once
         self.query_tokens = self.hit_tokens = 0
         self.registrations = 0  # blocks made findable (a real engine's BlockStored events, one per block)
-        self.made: list[tuple[int, int, int]] = []  # (request id, block index, name) as each became findable
+        # with keep_blocks: (request id, block index, name) as each became findable (a cost per block)
+        self.made: list[tuple[int, int, int]] | None = [] if keep_blocks else None
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
 
     @property
@@ -181,7 +183,8 @@ class PrefixCache:
                 by_name[name] = table[k]
                 name_of[table[k]] = name
                 self.registrations += 1
-                self.made.append((seq.request.id, k, name))
+                if self.made is not None:
+                    self.made.append((seq.request.id, k, name))
         seq.registered = full
 
     def release(self, seq: Seq) -> None:
@@ -201,5 +204,6 @@ class PrefixCache:
         """The blocks findable now, as (id of the request that made it findable, its index in that
         request's blocks), in the order they were made findable: what an engine's BlockStored events
         minus its BlockRemoved events would list."""
-        latest = {name: n for n, (_, _, name) in enumerate(self.made) if name in self.by_name}
-        return [(rid, k) for n, (rid, k, name) in enumerate(self.made) if latest.get(name) == n]
+        made = self.made or []
+        latest = {name: n for n, (_, _, name) in enumerate(made) if name in self.by_name}
+        return [(rid, k) for n, (rid, k, name) in enumerate(made) if latest.get(name) == n]

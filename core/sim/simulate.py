@@ -320,13 +320,15 @@ def work_units(requests: Sequence[Request]) -> int:
 def simulate(config: SimConfig, requests: list[Request] | None = None, step: StepTime | None = None,
              should_stop: Callable[[], bool] | None = None,
              deployed: tuple[ModelSpec, HardwareSpec, Scenario] | None = None,
-             played: Played | None = None) -> SimResult:
+             played: Played | None = None, keep_blocks: bool = False) -> SimResult:
     """Run `config` on `requests` (default: its workload's). `step` may be passed to reuse the
     coefficients of an earlier run of the same deployment. `should_stop`, asked now and then by the
     event loop, ends the run early with core.sim.engine.SimulationStopped. `deployed`: the model,
     machine and setting already resolved (a model from its own config on the calibrated host, which
     config's preset names cannot name); config's model and hardware are then only labels. `played`:
-    the recorded trace `requests` came from, when the caller played it (its left-out count is reported)."""
+    the recorded trace `requests` came from, when the caller played it (its left-out count is reported).
+    `keep_blocks`: each server's log lists the prefix-cache blocks findable at the end (what the engine
+    lab draws beside a real engine's); off by default, as it costs time per block."""
     config = config.checked()
     engine = None if deployed is not None else engine_fit(config)
     spec, hardware, scenario = deployed if deployed is not None else deployment(config, engine)
@@ -349,7 +351,7 @@ def simulate(config: SimConfig, requests: list[Request] | None = None, step: Ste
     cls = get_policy(config.policy)
     setting = Setting(config, cls, step, blocks, state,
                       kv_bytes_per_token(spec, scenario.kv_dtype) * kv_share(spec, config.tp), hardware.interconnect,
-                      should_stop)
+                      should_stop, keep_blocks)
     started = time.perf_counter()
     served = get_layout(cls.layout)().run(requests, setting)
     wall = time.perf_counter() - started
