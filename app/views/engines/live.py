@@ -79,7 +79,7 @@ def render(endpoint: Endpoint | None) -> None:
     st.fragment(_panel, run_every=POLL_S if polling else None)(endpoint, polling)
 
 
-def _ended_once(job) -> bool:
+def ended_once(job) -> bool:
     """True once per job that has ended, so the page reruns in full (dropping the poll timer)."""
     if job is None or job.active:
         return False
@@ -98,7 +98,7 @@ def _panel(endpoint: Endpoint | None, polling: bool) -> None:
     for job in (run_job, cal_job):
         if job is not None and job.active:
             job.touch()
-    ended = [_ended_once(run_job), _ended_once(cal_job)]  # both marked, then one full rerun
+    ended = [ended_once(run_job), ended_once(cal_job)]  # both marked, then one full rerun
     active = any(job is not None and job.active for job in (run_job, cal_job))
     if any(ended) or (active and not polling):
         st.rerun()

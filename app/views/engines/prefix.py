@@ -14,6 +14,7 @@ from app.shared.text import plain
 from app.views.engines import prefix_figures as figs
 from app.views.engines import prefix_text as text
 from app.views.engines import state
+from app.views.engines.live import ended_once
 from app.views.engines.prefix_jobs import ConversationJob, fit_name, has_fit
 from core.engines.endpoints import Endpoint
 
@@ -44,16 +45,6 @@ def render(endpoint: Endpoint | None) -> None:
         st.markdown(text.HOW)
 
 
-def _ended_once(job: ConversationJob) -> bool:
-    if job.active:
-        return False
-    seen = state.get(state.LB_SEEN) or set()
-    if job.id in seen:
-        return False
-    state.put(state.LB_SEEN, seen | {job.id})
-    return True
-
-
 def _panel(polling: bool) -> None:
     job: ConversationJob | None = state.job(state.LB_PC_JOB)
     if job is None:
@@ -63,7 +54,7 @@ def _panel(polling: bool) -> None:
         job.touch()
         if not polling:
             st.rerun()
-    elif _ended_once(job):
+    elif ended_once(job):
         st.rerun()
     if job.active and job.status == "queued":
         st.info(f"Waiting for the CPU: {job.queue_position} job(s) ahead of this run. Runs take turns so they never "
