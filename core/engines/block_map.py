@@ -11,7 +11,7 @@ client's, or one whose first blocks were removed before the page saw them) is dr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.engines.kv_events import BlockTable
@@ -49,11 +49,12 @@ def _place(tokens: tuple[int, ...], prompts: Mapping[int, tuple[int, ...]],
     return None
 
 
-def _turn(run: EngineRun, work: ConversationWorkload, conversation: int, stored_unix: float) -> int | None:
+def _turn(run: EngineRun, sent: Mapping[int, float], work: ConversationWorkload, conversation: int,
+          stored_unix: float) -> int | None:
+    """The last turn of `conversation` sent (`sent`: send times by turn id) before `stored_unix`."""
     if run.clock_unix_s is None:
         return None
     at = stored_unix - run.clock_unix_s + STORED_SLACK_S
-    sent = {r.id: r.sent_s for r in run.requests if r.sent_s is not None}
     turns = [t for t in range(work.turns) if sent.get(work.turn_id(conversation, t), float("inf")) <= at]
     return turns[-1] if turns else None
 
@@ -62,6 +63,7 @@ def engine_blocks(table: BlockTable, run: EngineRun, prompts: Mapping[int, tuple
                   work: ConversationWorkload) -> list[PlacedBlock]:
     """The engine's blocks, each placed in its conversation and given the turn that stored it."""
     out = []
+    sent = {r.id: r.sent_s for r in run.requests if r.sent_s is not None}
     for chain in table.chains():
         place = _place(chain[0].token_ids, prompts, work)
         for depth, block in enumerate(chain):
@@ -69,11 +71,11 @@ def engine_blocks(table: BlockTable, run: EngineRun, prompts: Mapping[int, tuple
                 out.append(PlacedBlock(None, depth, None, _key(block.hash)))
                 continue
             conv, first = place
-            out.append(PlacedBlock(conv, first + depth, _turn(run, work, conv, block.stored_s), _key(block.hash)))
+            out.append(PlacedBlock(conv, first + depth, _turn(run, sent, work, conv, block.stored_s), _key(block.hash)))
     return out
 
 
-def simulated_blocks(held: list[tuple[int, int]], work: ConversationWorkload) -> list[PlacedBlock]:
+def simulated_blocks(held: Sequence[Sequence[int]], work: ConversationWorkload) -> list[PlacedBlock]:
     """The simulator's findable blocks at the end ((request id, block index) from its prefix cache),
     placed the same way: a turn's request id says its conversation and turn."""
     out = []

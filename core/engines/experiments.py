@@ -138,7 +138,7 @@ def conversations(engine: LiveEngine, workload: ConversationWorkload | None = No
         from core.engines.block_map import agreement, engine_blocks, simulated_blocks
 
         placed = agreement(engine_blocks(table, run, prompts, work),
-                           simulated_blocks([tuple(b) for b in out["blocks_held_simulated"]], work))
+                           simulated_blocks(out["blocks_held_simulated"], work))
         out["kv_events"] = {"placed": placed, "blocks_stored": table.stored, "blocks_removed": table.removed,
                             "messages": table.messages, "lost": table.lost, "bad": table.bad,
                             "problems": table.problems, "block_size": table.block_size,

@@ -16,6 +16,7 @@ from app.views.engines import prefix_text as text
 from app.views.engines import state
 from app.views.engines.live import ended_once
 from app.views.engines.prefix_jobs import ConversationJob, fit_name, has_fit
+from core.engines.block_map import engine_blocks
 from core.engines.endpoints import Endpoint
 
 POLL_S = 0.5
@@ -60,7 +61,7 @@ def _panel(polling: bool) -> None:
         st.info(f"Waiting for the CPU: {job.queue_position} job(s) ahead of this run. Runs take turns so they never "
                 "time each other's work.")
         return
-    run, table, _ = job.snapshot()
+    run, table, prompts = job.snapshot()
     if job.active:
         elapsed = time.monotonic() - (job.started or time.monotonic())
         sent = sum(r.sent_s is not None for r in run.requests) if run is not None else 0
@@ -86,7 +87,7 @@ def _panel(polling: bool) -> None:
     if table is not None:
         for problem in text.stream_problems(table):
             st.warning(plain(problem))
-        blocks = job.engine_blocks()
+        blocks = engine_blocks(table, run, prompts, job.workload) if run is not None else []
         chains = len({b.conversation for b in blocks if b.conversation is not None}) + \
             (1 if any(b.conversation is None for b in blocks) else 0)
         st.markdown(text.blocks_line(table, chains, outcome.agreement if outcome else None))

@@ -85,12 +85,6 @@ class ConversationJob(Job):
             table = sub.snapshot()
         return (run.snapshot() if run is not None else None), table, prompts
 
-    def engine_blocks(self) -> list[PlacedBlock]:
-        run, table, prompts = self.snapshot()
-        if run is None or table is None:
-            return []
-        return engine_blocks(table, run, prompts, self.workload)
-
     # --- worker side ---------------------------------------------------------------------------
     def work(self) -> None:
         client = lab_client(self.endpoint)
@@ -164,7 +158,7 @@ class ConversationJob(Job):
         except ValueError as exc:
             self.notes.append(f"The simulator could not replay this run: {exc}")
             return
-        sim = simulated_blocks([tuple(b) for b in comparison["blocks_held_simulated"]], self.workload)
+        sim = simulated_blocks(comparison["blocks_held_simulated"], self.workload)
         placed = None
         if table is not None:
             placed = agreement(engine_blocks(table, run, prompts, self.workload), sim)
