@@ -75,6 +75,7 @@ class Server:
         self.shape = step.shape  # what core.cost.row_sums needs, once per run
         self.finished: list[Seq] | None = None  # a list to collect requests as they end (a closed loop)
         self.blocked = False  # nothing can happen until more is offered
+        self.admitted: set[int] = set()  # ids of the requests the current iteration admits
 
     def offer(self, seq: Seq) -> None:
         self.pending.append(seq)
@@ -127,6 +128,16 @@ class Server:
         self.log.preemptions += 1
         self.waiting.appendleft(victim)
 
+    def _start(self, seq: Seq, n_new: int) -> int:
+        """Admit `seq`, which the policy scheduled while it holds no blocks: it starts from the blocks
+        it reuses (the policy counted them). Returns the positions in its cache."""
+        if n_new and seq.prefilled == 0:
+            self.admitted.add(id(seq))
+            if self.prefix is not None:
+                seq.prefilled = self.prefix.admit(seq)
+                seq.blocks = len(seq.table)
+        return seq.prefilled
+
     def _pass(self, final: bool) -> bool:
         """One pass of the loop: admit what has arrived, then one iteration (or a wait, or a
         preemption). False when nothing can happen until more is offered."""
@@ -164,7 +175,10 @@ class Server:
             return False
         # reserve a block for every decode whose next token starts one; preempt while short
         while True:
-            need = sum(1 for s in running if s.prefilled >= s.target and s.prefilled >= s.blocks * block)
+            need = 0
+            for s in running:  # a plain loop, the rare condition first: this runs every iteration
+                if s.prefilled >= s.blocks * block and s.prefilled >= s.target:
+                    need += 1
             if need <= self.free or not running:
                 break
             self._preempt_last()
@@ -184,14 +198,12 @@ class Server:
                                    "waiting and none running")
             return True
         free = self.free
-        admitted = set()
-        if pc is not None and waiting:  # only a waiting request can be admitted
-            for seq, n_new, _ in rows:
-                if n_new and seq.blocks == 0 and seq.prefilled == 0:
-                    admitted.add(id(seq))
-                    seq.prefilled = pc.admit(seq)  # it starts from the blocks it reuses (the policy counted them)
-                    seq.blocks = pc.held(seq)
-        sums = row_sums(self.shape, [(n_new + pad, seq.prefilled) for seq, n_new, pad in rows])
+        admitted = self.admitted
+        admitted.clear()
+        # a row of a request holding no blocks admits it (a running one always holds some)
+        start = self._start
+        sums = row_sums(self.shape, [(n_new + pad, seq.prefilled if seq.blocks else start(seq, n_new))
+                                     for seq, n_new, pad in rows])
         prefill_tokens = decode_tokens = padded = 0
         for seq, n_new, pad in rows:
             padded += pad
@@ -204,14 +216,11 @@ class Server:
                 prefill_tokens += n_new
             want = -(-(cached + n_new) // block)
             if pc is None:
-                if seq.blocks == 0 and cached == 0:
-                    admitted.add(id(seq))
                 free -= want - seq.blocks
-            else:
+            elif cached + n_new >= seq.blocks * block:  # its last block filled (one check for both)
                 if want > seq.blocks:
                     pc.grow(seq, want)
-                if cached % block + n_new >= block:  # a block filled
-                    pc.register(seq, cached + n_new)  # findable once scheduled, as vLLM registers them
+                pc.register(seq, cached + n_new)  # findable once scheduled, as vLLM registers them
             seq.blocks = want
         if pc is not None:
             free = pc.free
