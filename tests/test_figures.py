@@ -664,3 +664,23 @@ def test_coloured_chart_notes_colour_only_their_key(run_data):
         for note in notes:
             if (note.get("font") or {}).get("color"):
                 assert note["text"].startswith("■"), (chart.name, note["text"])
+
+
+@pytest.mark.parametrize("ridge_over_intensity", [0.95, 1.05])
+def test_a_prefill_at_the_ridge_is_called_balanced_not_compute_bound(run_data, ridge_over_intensity):
+    """A prefill within a tenth of the ridge (a reader saw 14.9 FLOP/byte against a ridge of 14.8) has
+    bytes and FLOPs that take about as long: the verdict says neither limit dominates, on either side,
+    rather than 'only 39 ms' for its bytes beside 39.0 ms for its FLOPs."""
+    import dataclasses
+
+    events, ctx = run_data
+    cost = events[0].cost
+    intensity = cost["flops"]["total"] / cost["bytes"]["total"]
+    bw = 7e10
+    ridged = dataclasses.replace(ctx, ceilings=Ceilings(bw, intensity * ridge_over_intensity * bw, None, "test"))
+    values = lesson.values_for(events, ridged)
+    assert lesson.at_the_ridge(intensity, intensity * ridge_over_intensity)
+    assert values["prefill_verdict"].startswith("**So was this prefill compute-bound?** Only just:"), values["prefill_verdict"]
+    assert "neither limit dominates" in values["prefill_verdict"] and "would take only" not in values["prefill_verdict"]
+    assert values["prefill_vs_ridge"].startswith("at the ridge")
+    assert not lesson.at_the_ridge(intensity, intensity * 1.2) and not lesson.at_the_ridge(intensity, 0.0)

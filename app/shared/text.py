@@ -40,7 +40,7 @@ def stop_sentence(reason: str | None, n_tokens: int, max_new_tokens: int | None)
     """Why the answer ends where it does, for the line under it."""
     if reason == "max_new_tokens":
         limit = max_new_tokens or n_tokens
-        return f"Stopped at the {limit}-token limit, not by the model: it may end mid-sentence."
+        return f"Stopped at the {limit}-token limit: it may end mid-sentence."
     if reason == "eos":
         return "The model ended the answer itself: it produced its end-of-turn token."
     if reason == "stopped":

@@ -405,7 +405,8 @@ BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
 # The step-budget chart's finding, read from the run so far (readings.beats_paper).
 _BUDGET_SUB = "<br><sub>bars: the prediction's parts; diamonds: measured</sub>"
 BUDGET_TITLES = {
-    "slower": "A decode step takes longer than bytes ÷ bandwidth: fixed costs add up" + _BUDGET_SUB,
+    "slower": "A decode step takes longer than its bytes ÷ bandwidth (dashed): fixed costs and arithmetic add to it"
+              + _BUDGET_SUB,
     "faster": "These decode steps beat bytes ÷ the calibrated bandwidth: that benchmark understates this "
               "machine" + _BUDGET_SUB,
 }
@@ -420,7 +421,7 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                  "marker": {"color": pal.MEASURED, "size": 7, "symbol": "diamond"},
                  "hovertemplate": "step %{x}: %{y:.1f} ms measured<extra></extra>"})
     data.append({"type": "scatter", "mode": "lines", "x": [], "y": [], "name": "on paper: bytes ÷ bandwidth (computed)",
-                 "line": {"color": pal.PURPLE, "width": 2, "dash": "dash"},
+                 "line": {"color": pal.PURPLE, "width": 3, "dash": "dash"},
                  "hovertemplate": "step %{x}: %{y:.1f} ms if the step only moved its bytes at the "
                                   "calibrated bandwidth<extra></extra>"})
     layout = pal.base_layout(BUDGET_TITLES["slower"], height=380,

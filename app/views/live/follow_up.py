@@ -157,7 +157,7 @@ NO_FASTER = 0.95
 def title(kept_ms: float, scratch_ms: float) -> str:
     """The figure's finding, read from the two measured times."""
     if kept_ms <= NO_FASTER * scratch_ms:
-        return f"The kept cache cut this first token's wait to {kept_ms / scratch_ms:.0%} of a fresh prefill's"
+        return f"The kept cache cut the first token's wait to {kept_ms / scratch_ms:.0%}"
     return ("This time the kept cache was no faster: other work on this machine landed in its timed prefill "
             "(ask again to measure anew)")
 

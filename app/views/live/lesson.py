@@ -296,57 +296,53 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     v["rest_sentence"] = _rest_sentence(shown.sig3_value(measured), shown.whole_value(pred), fast / len(decode))
     if "paper_weights_ms" in v:
         # the answer sets the mean step (TPOT, as the tile prints it) against the printed paper time
-        v["paper_rest"] = paper_rest(paper_reasons(terms, shown.tenth_value(weights_ms), measured, pred),
-                                     faster=beats_paper(events, ctx), fixed_ms=v["p_overhead_ms"])
+        parts = paper_gap(paper_ms, pred, measured, shown.sig3_value(perf.tpot_ms(events)))
+        v["paper_gap"] = paper_gap_words(parts, slower_stream=terms.get("memory", 0.0) > weights_ms,
+                                         faster=beats_paper(events, ctx), fixed_ms=v["p_overhead_ms"])
     return v
 
 
-# What the short answer to "why is decode slower than on paper" may blame, each a named decision on
-# this run's medians (the details give the figures): the fixed cost when it is at least this share of
-# the measured step, the weights' stream when the latency model's time for them is this much over
-# bytes ÷ bandwidth, and time the latency model does not explain when the step ran HELD_UP times
-# its prediction or more.
-FIXED_COST_SHARE = 0.1
-SLOWER_STREAM = 1.05
-PAPER_REASONS = ("fixed", "stream", "unexplained")
-# A run whose steps beat bytes ÷ the calibrated bandwidth moved its bytes faster than the benchmark
-# that calibrated it: the paper time then overstates the step. The answer still gives the usual reason
-# (with this run's fixed cost when the latency model has one) and then says why this run beat paper.
-FASTER_THAN_PAPER = ("Usually fixed per-layer costs add to it{fixed}, yet this run beat paper: the calibrated "
-                     "ceiling understates this machine.")
+# The short answer to "why is decode slower than on paper" splits the gap between the mean step
+# (TPOT, as the tile prints it) and bytes ÷ bandwidth into three parts that add up to it, each a
+# named decision on this run's figures (the details give each part's own parts):
+# - "predicted": what the latency model adds to paper (fixed costs per layer, arithmetic, and the
+#   weights streaming slower than the benchmark when its fit says so: "predicted_stream");
+# - "run": the median step against its prediction (the whole run slower, or faster, than its fit);
+# - "outliers": the mean against the median (a few steps slowed by other work on the machine).
+# A part that prints as 0 ms is left out. A run whose steps beat paper gets FASTER_THAN_PAPER instead.
+PAPER_GAP_PARTS = ("predicted", "run", "outliers")
+FASTER_THAN_PAPER = ("this run beat paper, as the calibrated ceiling understates this machine; fixed per-layer "
+                     "costs{fixed} usually make steps slower than paper")
 
 
-def paper_reasons(terms: dict[str, float], paper_weights_ms: float, measured_ms: float,
-                  predicted_ms: float) -> tuple[str, ...]:
-    """Which of PAPER_REASONS this run's numbers support, in that order."""
-    found = []
-    if terms.get("overhead", 0.0) >= FIXED_COST_SHARE * measured_ms:
-        found.append("fixed")
-    if terms.get("memory", 0.0) > SLOWER_STREAM * paper_weights_ms:
-        found.append("stream")
-    if measured_ms >= HELD_UP * predicted_ms:
-        found.append("unexplained")
-    return tuple(found)
+def paper_gap(paper_ms: float, predicted_ms: float, median_ms: float, mean_ms: float) -> tuple[tuple[str, float], ...]:
+    """The gap between the mean step and paper as (part, ms) in PAPER_GAP_PARTS order, the printed
+    parts adding up to the gap as printed (largest remainder): whole milliseconds from a 10 ms gap,
+    tenths below it; parts that print as zero are dropped."""
+    parts = [predicted_ms - paper_ms, median_ms - predicted_ms, mean_ms - median_ms]
+    digits = 0 if abs(mean_ms - paper_ms) >= 10 else 1
+    rounded = split_rounded(parts, mean_ms - paper_ms, digits)
+    return tuple((name, int(ms) if digits == 0 else ms)
+                 for name, ms in zip(PAPER_GAP_PARTS, rounded, strict=True) if ms != 0)
 
 
-_REASON_WORDS = {"fixed": "Python's fixed cost per layer{fixed}",
-                 "stream": "weights streaming slower than benchmarked",
-                 "unexplained": "time the latency model misses"}
-
-
-def paper_rest(reasons: tuple[str, ...], faster: bool = False, fixed_ms: str | None = None) -> str:
-    """The short answer's second sentence, from paper_reasons; `faster`: the steps took no longer
-    than bytes ÷ the calibrated bandwidth, so there is no rest to explain; `fixed_ms`: the latency
-    model's fixed cost per step as the step-budget bars print it, named beside the fixed cost."""
-    fixed = f" (about {fixed_ms} ms a step)" if fixed_ms else ""
+def paper_gap_words(parts: tuple[tuple[str, float], ...], slower_stream: bool = False, faster: bool = False,
+                    fixed_ms: str | None = None) -> str:
+    """The paper answer's closing clause from paper_gap (wording in assets/lesson/readings/paper_gap.*);
+    `slower_stream`: the latency model has the weights arrive slower than the benchmark; `faster`: the
+    mean step took no longer than paper (readings.beats_paper); `fixed_ms`: the fixed cost per step as
+    the step-budget bars print it."""
     if faster:
         return FASTER_THAN_PAPER.format(fixed=f" (about {fixed_ms} ms a step here)" if fixed_ms else "")
-    if not reasons:
-        return "The latency model accounts for the rest."
-    words = [_REASON_WORDS[r].format(fixed=fixed) for r in reasons]
-    listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-    tail = ", mostly gone on GPU engines" if "unexplained" not in reasons else ""
-    return f"The rest is {listed}{tail}."
+    if not parts:
+        return reading("paper_gap", "none", {})
+    words = []
+    for name, ms in parts:
+        which = {"predicted": "predicted_stream" if slower_stream else "predicted",
+                 "run": "run_slower" if ms > 0 else "run_faster",
+                 "outliers": "outliers" if ms > 0 else "outliers_fast"}[name]
+        words.append(reading("paper_gap", which, {"ms": str(abs(ms)) if isinstance(ms, int) else f"{abs(ms):.1f}"}))
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
@@ -413,7 +409,10 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
     if peak and bw and prefill.cost["bytes"]["total"]:
         ridge = shown.ridge_value(peak, bw)
         intensity = flops / prefill.cost["bytes"]["total"]
+        at_ridge = at_the_ridge(intensity, ridge)
         v["prefill_vs_ridge"] = (
+            f"at the ridge ({ridge:.1f}): its bytes and its arithmetic would take about as long"
+            if at_ridge else
             f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
             if intensity >= ridge else
             f"left of the ridge at {ridge:.1f}: at this prompt length the roofline caps even the prefill "
@@ -438,11 +437,17 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
                       "(below).")
         else:
             answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
-        head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
-                f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB would "
-                f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
-                f"even at the roof. Timed, it took {sig3(measured)} ms, so it reached {'' if near else 'only '}"
-                f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
+        if at_ridge:  # the two limits about equal: neither "only" its bytes nor its FLOPs
+            head = (f"**So was this prefill compute-bound?** Only just: at {intensity:.1f} FLOP/byte it sits at "
+                    f"the ridge ({ridge:.1f}), where its {mb} MB would take {bytes_ms} ms at {gbs_text(bw)} GB/s "
+                    f"and its FLOPs {sig3(roof_ms)} ms at the roof: neither limit dominates. ")
+        else:
+            head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
+                    f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB would "
+                    f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
+                    "even at the roof. ")
+        head += (f"Timed, it took {sig3(measured)} ms, so it reached {'' if near else 'only '}"
+                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
         if predicted <= 0:
             tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
         elif split:
@@ -454,9 +459,18 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
                     f"predicts {predicted:.0f} ms; the other {gap:.0f} ms are time it does not account for. A "
                     "prefill is one burst timed once, so anything else this shared computer does at that "
                     "moment lands in it whole; a second run of the same prompt shows whether it repeats.")
-        v["prefill_verdict"] = head + tail if intensity >= ridge else _left_of_ridge_verdict(
+        v["prefill_verdict"] = head + tail if intensity >= ridge or at_ridge else _left_of_ridge_verdict(
             intensity, achieved, bw)
     return v
+
+
+# A prefill whose intensity is within this share of the ridge is "at the ridge": its bytes and its
+# FLOPs would take about as long, and the verdict says neither limit dominates.
+AT_RIDGE = 0.1
+
+
+def at_the_ridge(intensity: float, ridge: float) -> bool:
+    return ridge > 0 and abs(intensity / ridge - 1.0) <= AT_RIDGE
 
 
 # A forward left of the ridge that reaches less than this share of the bandwidth slope at its intensity

@@ -421,8 +421,8 @@ def shown_estimate(roofline: dict[str, float]) -> tuple[str, str, float]:
 def two_recordings(compare: dict[str, Any], batching: dict[str, Any], dates: tuple[str, str],
                    bandwidths: tuple[float | None, float | None]) -> str:
     """Why the cache recording's decode step and the batching recording's batch-1 step differ, when
-    both panels show their recordings: two sessions, named by date and by the memory bandwidth each
-    calibrated (`dates` and `bandwidths` in bytes/s: cache recording first; '' without the figures)."""
+    both panels show their recordings: two sessions, named by date and by the weight stream each latency model
+    fitted (`dates` and `bandwidths` in bytes/s: cache recording first; "" without the figures)."""
     dyn = (_usable(compare).get("dynamic") or [])[1:]
     first = next((r for r in batching.get("rows", []) if r.get("batch") == 1), None)
     if not dyn or first is None or not all(bandwidths):
@@ -430,9 +430,9 @@ def two_recordings(compare: dict[str, Any], batching: dict[str, Any], dates: tup
     return (f"**Two recordings, two sessions:** the cache panel's recording ({dates[0]}) has decode steps "
             f"of **{_mean(dyn):.0f} ms** on average with the cache; this one ({dates[1]}) a batch-1 "
             f"step of **{_num(_step(first))} ms** (median). They were made on different days on the same kind of "
-            f"machine, which calibrated its memory bandwidth at {gbs_text(bandwidths[0])} GB/s and "
-            f"{gbs_text(bandwidths[1])} GB/s: a shared machine's speed moves between sessions, and the prompts "
-            "differ too.")
+            f"machine, which streamed this model's weights at {gbs_text(bandwidths[0])} GB/s and "
+            f"{gbs_text(bandwidths[1])} GB/s (each latency model's weight stream, not the ceiling a roofline "
+            "divides by): a shared machine's speed moves between sessions, and the prompts differ too.")
 
 
 def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: dict[str, float] | None = None,

@@ -164,7 +164,7 @@ def figure(events: list[Event], ctx: RunContext, fitted: tuple[StepTime, tuple] 
     tokens = pair[0].long_prompt if pair is not None else LONG_PROMPT
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.16,
                         subplot_titles=[f"A {tokens:,}-token prompt served whole (prefill-first)",
-                                        f"The same prompt in chunks of {CHUNK} tokens, beside the decodes (chunked)"])
+                                        f"The same prompt in {CHUNK}-token chunks beside the decodes (chunked)"])
     if pair is None:
         fig.update_layout(**pal.base_layout("What a long prompt does to other readers (after the first decode step)"))
         return fig

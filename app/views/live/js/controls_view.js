@@ -22,7 +22,7 @@ class ControlsView {
         <button type="button" data-act="step" title="Show one more token (→)">Step →</button>
         <label class="pd-scrub-box">step <input type="range" class="pd-scrub" min="0" max="0" value="0"
           aria-label="Scrub through the steps"> <span class="pd-scrub-text"></span></label>
-        <span class="pd-keys">keys: Space pause · ← → step · S slow · L real time</span>
+        <span class="pd-keys" title="L real time · S slow · Space pause · ← → step">keys: L S Space ← →</span>
       </div>
       <div class="pd-status" aria-live="polite"></div>
       <div class="pd-tiles" role="list"></div>
@@ -127,7 +127,7 @@ class ControlsView {
     this.root.querySelector(".pd-gen-label").textContent = this.applied < 0
       ? "Generated tokens appear here one decode step at a time."
       : `Generated: ${this.applied + 1} tokens, 1 from the prefill, then 1 per decode step `
-        + "(outlined: the newest, not yet in the cache).";
+        + "(outlined: not yet in the cache).";
     this.renderStatus();
   }
 
