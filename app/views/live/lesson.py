@@ -326,6 +326,19 @@ def paper_gap(paper_ms: float, predicted_ms: float, median_ms: float, mean_ms: f
                  for name, ms in zip(PAPER_GAP_PARTS, rounded, strict=True) if ms != 0)
 
 
+# The answer names the predicted part always, and another part only when it is at least this share of
+# the whole gap: a few tenths either way read as noise to sum, not as a reason (a reader summed
+# "9.5 ms ..., 1.3 ms less ... and 0.7 ms ..." to follow it). When a part is left out, the predicted
+# one is said to be "about" its figure.
+NAMED_SHARE = 0.25
+
+
+def named_gap_parts(parts: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    """The parts of paper_gap the answer names (NAMED_SHARE)."""
+    total = abs(sum(ms for _, ms in parts))
+    return tuple((name, ms) for name, ms in parts if name == "predicted" or abs(ms) >= NAMED_SHARE * total)
+
+
 def paper_gap_words(parts: tuple[tuple[str, float], ...], slower_stream: bool = False, faster: bool = False,
                     fixed_ms: str | None = None) -> str:
     """The paper answer's closing clause from paper_gap (wording in assets/lesson/readings/paper_gap.*);
@@ -336,12 +349,15 @@ def paper_gap_words(parts: tuple[tuple[str, float], ...], slower_stream: bool = 
         return FASTER_THAN_PAPER.format(fixed=f" (about {fixed_ms} ms a step here)" if fixed_ms else "")
     if not parts:
         return reading("paper_gap", "none", {})
+    named = named_gap_parts(parts)
+    about = "about " if len(named) < len(parts) else ""
     words = []
-    for name, ms in parts:
-        which = {"predicted": "predicted_stream" if slower_stream else "predicted",
+    for name, ms in named:
+        which = {"predicted": ("predicted_stream" if slower_stream else "predicted") if ms > 0 else "predicted_less",
                  "run": "run_slower" if ms > 0 else "run_faster",
                  "outliers": "outliers" if ms > 0 else "outliers_fast"}[name]
-        words.append(reading("paper_gap", which, {"ms": str(abs(ms)) if isinstance(ms, int) else f"{abs(ms):.1f}"}))
+        shown_ms = str(abs(ms)) if isinstance(ms, int) else f"{abs(ms):.1f}"
+        words.append(reading("paper_gap", which, {"ms": shown_ms, "about": about}))
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
