@@ -118,7 +118,9 @@ def _specs(at) -> list[dict]:
 
 
 def _captions(at) -> str:
-    return " ".join(c.value for c in at.caption)
+    """The captions, and the recordings' labels (full-size Markdown with their mark, not captions)."""
+    labels = [m.value for m in at.markdown if m.value.startswith(":violet-badge[recording]")]
+    return " ".join([c.value for c in at.caption] + labels)
 
 
 @pytest.mark.model

@@ -95,7 +95,12 @@ def _source_line(shown: results.Measurement, key: str, note: str = "", can_measu
     """Where and when the shown result was measured, in one line (and a note under it)."""
     line = results.label(shown, can_measure=can_measure)
     with st.container(key=key):
-        st.caption(f"**{line}**" + (f"  \n{note}" if note else ""))
+        if shown.source == "bundled":  # never mistaken for the reader's own run: full-size, with the mark
+            st.markdown(f":violet-badge[recording] **{line}**")
+            if note:
+                st.caption(note)
+        else:
+            st.caption(f"**{line}**" + (f"  \n{note}" if note else ""))
 
 
 def compare_panel(loaded: Any | None, values: dict[str, str] | None = None) -> None:
