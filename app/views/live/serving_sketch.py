@@ -6,7 +6,7 @@ one long iteration and every stream waits for it) and chunked (a token budget pe
 decodes first, then a chunk of the prompt, so the streams keep ticking, a little slower). Every
 iteration is priced by the simulator's step time for this model on this server (core.sim.StepTime,
 fitted to the latency model), scaled so that one decode step takes this run's measured time per
-token: the live page and the serving page tell one story, in one vocabulary. An estimate, labelled
+token: the live page and the serving page tell one story, in one vocabulary. A simulation, labelled
 as one: it plays four requests, not a server's traffic.
 """
 
@@ -174,18 +174,18 @@ def figure(events: list[Event], ctx: RunContext, fitted: tuple[StepTime, tuple] 
             fig.add_scatter(x=tl.ticks_s[s], y=[s] * len(tl.ticks_s[s]), mode="markers", row=r, col=1,
                             marker={"symbol": "line-ns-open", "size": 14, "color": pal.DECODE,
                                     "line": {"width": 2}},
-                            name="a token of a running stream (estimated)", legendgroup="tok", showlegend=r == 1 and s == STREAMS[0],
+                            name="a token of a running stream (simulated)", legendgroup="tok", showlegend=r == 1 and s == STREAMS[0],
                             hovertemplate=s + ": a token at %{x:.2f} s<extra></extra>")
         for a, b in tl.prefill_spans_s:
             fig.add_scatter(x=[a, b], y=["long prompt"] * 2, mode="lines", row=r, col=1,
-                            line={"color": pal.PREFILL, "width": 12}, name="prefill of the long prompt (estimated)",
+                            line={"color": pal.PREFILL, "width": 12}, name="prefill of the long prompt (simulated)",
                             legendgroup="pre", showlegend=r == 1 and (a, b) == tl.prefill_spans_s[0],
                             hovertemplate=f"prefill {a:.2f}-{b:.2f} s<extra></extra>")
         fig.add_scatter(x=[tl.first_token_s], y=["long prompt"], mode="markers", row=r, col=1,
                         marker={"symbol": "star", "size": 13, "color": pal.PREFILL}, showlegend=False,
                         hovertemplate="its first token at %{x:.2f} s<extra></extra>")
         fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], row=r, col=1)
-    fig.update_xaxes(title_text="seconds (estimated)",
+    fig.update_xaxes(title_text="seconds (simulated)",
                      row=2, col=1)
     fig.update_layout(**pal.base_layout("A long prefill served whole stalls every stream; served in chunks it "
                                         "only slows them", height=460))

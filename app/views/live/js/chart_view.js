@@ -245,7 +245,7 @@ class ChartView {
   }
 }
 
-const MARKED = /^(.*\S) \((measured|computed|calibrated|predicted|recorded|estimated)\)$/;
+const MARKED = /^(.*\S) \((measured|computed|calibrated|predicted|recorded|estimated|simulated)\)$/;
 
 // A legend key drawn like the trace: a bar block, or a line (dashed if the trace is) with its marker.
 function swatch(t) {
