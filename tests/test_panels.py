@@ -421,5 +421,5 @@ def test_the_batching_answer_gives_the_measured_last_doubling_and_names_whose_tu
     rows = b.result["rows"]
     assert f"×{values['batch_last_gain']} ({rows[-2]['batch']} → {rows[-1]['batch']})" in summary
     assert f"gained ×{values['batch_last_gain']}" in text
-    assert f"by the latency model, arithmetic takes over near batch {values['batch_turn']}" in text
+    assert f"by the latency model, which counts more than the roofline, arithmetic takes over near batch {values['batch_turn']}" in text
     assert len(text.split()) <= sections.ANSWER_MAX_WORDS

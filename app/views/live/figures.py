@@ -60,7 +60,7 @@ def kv_base(ctx: RunContext) -> dict[str, Any]:
     # cell into a full-size image on each redraw (the grid is redrawn several times a second).
     trace = {"type": "heatmap", "x": [], "z": [[] for _ in range(rows)], "customdata": [[] for _ in range(rows)],
              "y": list(range(rows)), "colorscale": pal.HEATMAP_SCALE, "hovertemplate": hover, "zsmooth": "fast",
-             "colorbar": {"title": {"text": "‖k‖", "side": "right"}, "thickness": 12},
+             "colorbar": {"title": {"text": "key length ‖k‖", "side": "right"}, "thickness": 12},
              "name": "key norms (measured)"}
     layout = pal.base_layout(_kv_title(0, 0, ctx), height=max(320, 60 + 11 * rows + 60),
                              margin={"l": 60, "r": 20, "t": 95, "b": 60},

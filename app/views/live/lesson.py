@@ -328,8 +328,8 @@ def paper_gap(paper_ms: float, predicted_ms: float, median_ms: float, mean_ms: f
 
 # The answer names the predicted part always, and another part only when it is at least this share of
 # the whole gap: a few tenths either way read as noise to sum, not as a reason (a reader summed
-# "9.5 ms ..., 1.3 ms less ... and 0.7 ms ..." to follow it). When a part is left out, the predicted
-# one is said to be "about" its figure.
+# "9.5 ms ..., 1.3 ms less ... and 0.7 ms ..." to follow it). The parts left out are folded into the
+# predicted one, said to be "about" its figure, so what is named still adds up to the gap.
 NAMED_SHARE = 0.25
 
 
@@ -350,7 +350,15 @@ def paper_gap_words(parts: tuple[tuple[str, float], ...], slower_stream: bool = 
     if not parts:
         return reading("paper_gap", "none", {})
     named = named_gap_parts(parts)
-    about = "about " if len(named) < len(parts) else ""
+    about = ""
+    if len(named) < len(parts) and named[0][0] == "predicted":
+        # the parts left out go into the predicted one, said as "about", so the named ones still add up
+        # to the gap (a reader summed 36 + 9 + 4 against 51 when 2 ms were left out)
+        rest = sum(ms for _, ms in named[1:])
+        total = sum(ms for _, ms in parts)
+        folded = total - rest
+        named = (("predicted", int(round(folded)) if isinstance(parts[0][1], int) else round(folded, 1)), *named[1:])
+        about = "about "
     words = []
     for name, ms in named:
         which = {"predicted": ("predicted_stream" if slower_stream else "predicted") if ms > 0 else "predicted_less",
