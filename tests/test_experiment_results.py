@@ -230,8 +230,8 @@ def test_shown_before_press_prefers_the_server_measurement(monkeypatch, tmp_path
 
 def test_labels_say_where_and_when():
     bundled = er.Measurement("compare", _compare(), "bundled", _at(7), er.machine_words("Intel(R) Xeon(R)", 2), "Hi")
-    assert er.label(bundled) == ("Recorded on Intel(R) Xeon(R) with 2 vCPUs, 3 December 2026: bundled "
-                                 "with the app, not your run")
+    assert er.label(bundled) == ("Recorded on Intel(R) Xeon(R) with 2 vCPUs, 3 December 2026: not your run, "
+                                 "and speeds vary between sessions")
     server = er.Measurement("compare", _compare(), "server", _at(7), "cpu")
     assert er.label(server, now=_at(30)) == ("Measured on this server at 09:07 UTC by a reader's earlier run; press "
                                              "the button to measure again")

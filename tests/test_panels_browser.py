@@ -68,7 +68,7 @@ def test_compare_batching_and_about_panels_render(app_server, light_page):
         panel.get_by_text("Recorded on ").wait_for(timeout=60_000)
         panel.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
         assert title in panel.locator(".gtitle").text_content()
-        assert "bundled with the app, not your run" in panel.locator(".st-key-pd_compare_source, "
+        assert "not your run, and speeds vary between sessions" in panel.locator(".st-key-pd_compare_source, "
                                                                    ".st-key-pd_batching_source").text_content()
     assert "Prompt of this recording" in compare.text_content()
     assert "step time grew" in batching.text_content() and "Roofline estimate:" in batching.text_content()

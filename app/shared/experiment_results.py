@@ -288,8 +288,10 @@ def label(m: Measurement, now: dt.datetime | None = None, can_measure: bool = Tr
     now = now or dt.datetime.now(dt.UTC)
     if m.source == "bundled":
         then = "" if can_measure else " (the button measures this server once the model is ready)"
-        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y}: bundled with the app, "
-                f"not your run{then}")
+        # a reader set a recording's 60 ms steps beside their own 47 ms on "the same kind of machine":
+        # the label says why they differ, in as many words as it used to say "bundled with the app"
+        return (f"Recorded on {m.machine}, {m.measured_at.day} {m.measured_at:%B %Y}: not your run, and "
+                f"speeds vary between sessions{then}")
     if m.source == "server":
         return (f"Measured on this server at {_clock(m.measured_at, now)} by a reader's earlier run; press the "
                 "button to measure again")
