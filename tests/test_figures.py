@@ -134,9 +134,12 @@ def test_tiles_say_measured_or_calibrated(run_data):
         shown = metrics.tiles(events, replace(ctx, batch=batch))
         tpot = float(re.fullmatch(r"([\d.]+) ms", shown[1]["value"]).group(1))
         assert shown[2]["value"] == f"{1000 / tpot * batch:.1f} tok/s"
-    # the KV tile says how many positions the last step read, as the traffic chart's last bar counts them
+    # the bytes' details say how many positions the last step read, as the traffic chart's last bar
+    # counts them, one fewer than the KV tile's
     last = events[-1]
-    read = int(re.search(r"the last step read (\d+), wrote 1", tiles[3]["note"]).group(1))
+    assert tiles[3]["note"] == f"read from the tensors: {last.kv_seq_len} positions"
+    details = lesson.text("q2_bandwidth", lesson.values_for(events, ctx))
+    read = int(re.search(r"it read (\d+) of them and wrote 1", details).group(1))
     assert read == last.kv_seq_len - 1
     assert last.cost["bytes"]["kv_read"] == pytest.approx(read * last.cost["bytes"]["kv_write"])
 

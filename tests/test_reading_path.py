@@ -90,95 +90,36 @@ def test_the_answers_print_the_same_figures_as_the_details(values):
     assert f"{values['stall_whole_s']} s" in sections.answer("serving", values)
 
 
-def _every_gap() -> list[tuple[tuple[str, int], ...]]:
-    """Every combination of parts the paper answer can print, each part with a three-digit figure."""
-    out = []
-    for predicted in (0, 105, -105):
-        for run in (0, 110, -110):
-            for outliers in (0, 120, -120):
-                out.append(tuple((name, ms) for name, ms in
-                                 zip(lesson.PAPER_GAP_PARTS, (predicted, run, outliers), strict=True) if ms))
-    return out
-
-
-@pytest.mark.parametrize("slower_stream", [False, True])
-@pytest.mark.parametrize("parts", _every_gap())
-def test_the_paper_answer_stays_short_whatever_the_gap(values, parts, slower_stream):
-    """The answer's closing clause names the predicted part and each other part that is a real share of
-    the gap (lesson.named_gap_parts), short in every combination (a slow fresh-clone run once read 53)."""
-    words = lesson.paper_gap_words(parts, slower_stream=slower_stream)
-    text = sections.answer("paper", {**values, "paper_gap": words})
+@pytest.mark.parametrize("adds", ["plain", "stream"])
+@pytest.mark.parametrize("end", lesson.PAPER_ENDS)
+def test_the_paper_answer_stays_short_whatever_it_reads(values, end, adds):
+    """Paper, then the prediction, then the clock: short in every combination of readings (a slow
+    fresh-clone run once read 53 words), and it names the prediction the step-budget chart prints."""
+    text = sections.answer("paper", {**values, "paper_end": lesson.reading("paper_end", end, {}),
+                                     "paper_adds": lesson.reading("paper_adds", adds, {})})
     assert len(text.split()) <= sections.ANSWER_MAX_WORDS, text
-    named = lesson.named_gap_parts(parts)
-    for name, ms in named:
-        if name != "predicted":  # the predicted part carries the parts left out
-            assert f"{abs(ms)} ms" in words
-    assert ("about" in words) == (len(named) < len(parts) and parts[0][0] == "predicted")
-    if parts and parts[0][0] == "predicted":  # what is named adds up to the whole gap
-        assert _signed_sum(words) == sum(ms for _, ms in parts), words
-    assert ("slower streaming" in words) == (slower_stream and ("predicted", 105) in named)
-    assert ("slower than predicted" in words) == (("run", 110) in named)
-    assert ("beat its prediction" in words) == (("run", -110) in named)
+    assert f"predicts {values['pred_ms']} ms" in text and f"averaged {values['tpot_ms']} ms" in text
+    assert ("slower streaming" in text) == (adds == "stream")
+    assert text.split("\n")[0].endswith(".") and ".." not in text
 
 
-def test_small_parts_of_the_gap_are_not_named():
-    """A reader had to sum '9.5 ms ..., 1.3 ms less ... and 0.7 ms ...' to follow the answer: parts
-    under a quarter of the gap are left out and the predicted part is 'about' its figure."""
-    parts = (("predicted", 9.5), ("run", -1.3), ("outliers", 0.7))
-    assert lesson.named_gap_parts(parts) == (("predicted", 9.5),)
-    assert lesson.paper_gap_words(parts, slower_stream=True) == (
-        "fixed costs, arithmetic and slower streaming add about 8.9 ms")
-    # a part left out beside one named: the predicted figure takes it, so 36 + 11 + 4 reads 51
-    assert lesson.paper_gap_words((("predicted", 9), ("run", 2), ("outliers", 4))) == (
-        "fixed costs and arithmetic add about 11 ms and a few slow steps add 4 ms")
-    big = (("predicted", 10), ("run", 10), ("outliers", 12))
-    assert lesson.named_gap_parts(big) == big
+def test_the_paper_answer_reads_where_the_clock_sits_against_the_prediction():
+    """Named decisions on the run's figures (median prediction, median and mean step), tested as values:
+    a reader given three signed parts to add (9.5, 1.3 less, 0.7) got lost; now it is one reading."""
+    assert lesson.paper_end(46.0, 45.0, 47.0) == "close"  # within a tenth of the prediction
+    assert lesson.paper_end(46.0, 56.0, 68.0) == "outliers"  # mean 12 over the median, median 10 over
+    assert lesson.paper_end(46.0, 60.0, 64.0) == "run_slow"  # the whole run: median 14 over, mean 4 more
+    assert lesson.paper_end(46.0, 38.0, 39.0) == "faster"
+    assert lesson.paper_end(46.0, 30.0, 31.0, beat_paper=True) == "beat_paper"
 
 
-def test_the_paper_gap_adds_up_to_the_printed_gap():
-    """The parts are the latency model's extra over paper, the median step over its prediction and the
-    mean over the median, printed whole so that they add up to TPOT minus paper as printed."""
-    assert lesson.paper_gap(36.0, 46.4, 56.0, 68.0) == (("predicted", 10), ("run", 10), ("outliers", 12))
-    parts = lesson.paper_gap(36.0, 46.4, 55.7, 68.0)
-    assert sum(ms for _, ms in parts) == 32
-    # the run beat its prediction: a negative part, said as such; a part under half a millisecond drops
-    assert lesson.paper_gap(30.0, 46.0, 44.0, 44.2) == (("predicted", 16), ("run", -2))
-    assert lesson.paper_gap(36.0, 36.02, 36.01, 36.03) == ()
-    # a gap under 10 ms prints in tenths (a small model's steps)
-    small = lesson.paper_gap(0.1, 0.42, 0.5, 0.6)
-    assert [name for name, _ in small] == ["predicted", "run", "outliers"]
-    assert round(sum(ms for _, ms in small), 6) == 0.5 and all(round(ms, 1) == ms for _, ms in small), small
-    assert lesson.paper_gap_words(()) == "the same, to the millisecond"
-    words = lesson.paper_gap_words((("predicted", 10), ("run", 10), ("outliers", 12)), slower_stream=True)
-    assert words == ("fixed costs, arithmetic and slower streaming add 10 ms, the run ran 10 ms slower than "
-                     "predicted and a few slow steps add 12 ms")
-
-
-def test_a_run_faster_than_paper_still_gets_the_usual_reason(values):
+def test_a_run_faster_than_paper_says_so(values):
     """A run whose steps beat bytes ÷ the calibrated bandwidth (a calibration made at a busier moment)
-    says so, and still names the fixed per-layer costs that usually make steps slower than paper, with
-    this run's figure; it does not blame them for a gap that is not there."""
-    words = lesson.paper_gap_words((("predicted", 10),), faster=True, fixed_ms=values["p_overhead_ms"])
-    text = sections.answer("paper", {**values, "paper_gap": words})
-    assert len(text.split()) <= sections.ANSWER_MAX_WORDS, text
-    assert f"about {values['p_overhead_ms']} ms a step" in text and "beat paper" in text
-    assert "beat paper" not in lesson.paper_gap_words((("predicted", 10),))
-
-
-def test_the_paper_answer_reads_this_runs_gap(values):
-    """The run's own values: its TPOT against its paper time decides which reading, as printed, and the
-    printed parts add up to TPOT minus paper."""
+    says so; the run's own values pick the reading from the printed TPOT and paper time."""
+    text = sections.answer("paper", {**values, "paper_end": lesson.reading("paper_end", "beat_paper", {})})
+    assert "beating paper" in text and len(text.split()) <= sections.ANSWER_MAX_WORDS
     faster = float(values["tpot_ms"]) <= float(values["paper_ms"])
-    assert ("beat paper" in values["paper_gap"]) == faster
-    if not faster:  # what is named adds up to the gap, as printed
-        gap = float(values["tpot_ms"]) - float(values["paper_ms"])
-        assert abs(_signed_sum(values["paper_gap"]) - gap) <= 0.5 + 1e-9, values["paper_gap"]
-
-
-def _signed_sum(words: str) -> float:
-    """The milliseconds a paper-gap clause names, less and beaten ones negative."""
-    return sum(-float(m.group(2)) if m.group(1) or m.group(3) else float(m.group(2))
-               for m in re.finditer(r"(beat its prediction by )?([\d.]+) ms( less| off)?", words))
+    assert ("beating paper" in values["paper_end"]) == faster
 
 
 def test_a_runs_values_are_computed_once_per_state(run, monkeypatch):

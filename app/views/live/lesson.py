@@ -140,6 +140,7 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
                 v["prefill_error_note"] = reading("prefill_miss", miss, {
                     "decode_error": signed_pct(decode_error) if decode_error is not None else ""})
         v["kv_columns"] = str(events[-1].kv_seq_len)
+        v["kv_read_positions"] = str(max(0, events[-1].kv_seq_len - 1))
         if events[0].cost:
             cost = events[0].cost
             v["prefill_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.1f}"
@@ -296,77 +297,33 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     v["rest_sentence"] = _rest_sentence(shown.sig3_value(measured), shown.whole_value(pred), fast / len(decode))
     if "paper_weights_ms" in v:
         # the answer sets the mean step (TPOT, as the tile prints it) against the printed paper time
-        parts = paper_gap(paper_ms, pred, measured, shown.sig3_value(perf.tpot_ms(events)))
-        v["paper_gap"] = paper_gap_words(parts, slower_stream=terms.get("memory", 0.0) > weights_ms,
-                                         faster=beats_paper(events, ctx), fixed_ms=v["p_overhead_ms"])
+        end = paper_end(pred, measured, shown.sig3_value(perf.tpot_ms(events)), beats_paper(events, ctx))
+        v["paper_end"] = reading("paper_end", end, {})
+        v["paper_adds"] = reading("paper_adds", "stream" if terms.get("memory", 0.0) > weights_ms else "plain", {})
     return v
 
 
-# The short answer to "why is decode slower than on paper" splits the gap between the mean step
-# (TPOT, as the tile prints it) and bytes ÷ bandwidth into three parts that add up to it, each a
-# named decision on this run's figures (the details give each part's own parts):
-# - "predicted": what the latency model adds to paper (fixed costs per layer, arithmetic, and the
-#   weights streaming slower than the benchmark when its fit says so: "predicted_stream");
-# - "run": the median step against its prediction (the whole run slower, or faster, than its fit);
-# - "outliers": the mean against the median (a few steps slowed by other work on the machine).
-# A part that prints as 0 ms is left out. A run whose steps beat paper gets FASTER_THAN_PAPER instead.
-PAPER_GAP_PARTS = ("predicted", "run", "outliers")
-FASTER_THAN_PAPER = ("this run beat paper, as the calibrated ceiling understates this machine; fixed per-layer "
-                     "costs{fixed} usually make steps slower than paper")
+# The short answer to "why is decode slower than on paper" walks from paper to the clock in two
+# steps a reader need not add up: bytes ÷ bandwidth, then the latency model's prediction (what it adds
+# to paper: fixed costs per layer and arithmetic, and the weights streaming slower than the benchmark
+# when its fit says so), then the mean step as measured, with one reading of how it sits against the
+# prediction (readers given a sum of three signed parts to check got lost in it). Each reading is a
+# named decision on this run's figures; its words are assets/lesson/readings/paper_end.<reading>.md.
+PAPER_ENDS = ("close", "outliers", "run_slow", "faster", "beat_paper")
+OFF_PREDICTION = 0.10  # the mean step this far from the median prediction is said to be off it
 
 
-def paper_gap(paper_ms: float, predicted_ms: float, median_ms: float, mean_ms: float) -> tuple[tuple[str, float], ...]:
-    """The gap between the mean step and paper as (part, ms) in PAPER_GAP_PARTS order, the printed
-    parts adding up to the gap as printed (largest remainder): whole milliseconds from a 10 ms gap,
-    tenths below it; parts that print as zero are dropped."""
-    parts = [predicted_ms - paper_ms, median_ms - predicted_ms, mean_ms - median_ms]
-    digits = 0 if abs(mean_ms - paper_ms) >= 10 else 1
-    rounded = split_rounded(parts, mean_ms - paper_ms, digits)
-    return tuple((name, int(ms) if digits == 0 else ms)
-                 for name, ms in zip(PAPER_GAP_PARTS, rounded, strict=True) if ms != 0)
-
-
-# The answer names the predicted part always, and another part only when it is at least this share of
-# the whole gap: a few tenths either way read as noise to sum, not as a reason (a reader summed
-# "9.5 ms ..., 1.3 ms less ... and 0.7 ms ..." to follow it). The parts left out are folded into the
-# predicted one, said to be "about" its figure, so what is named still adds up to the gap.
-NAMED_SHARE = 0.25
-
-
-def named_gap_parts(parts: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
-    """The parts of paper_gap the answer names (NAMED_SHARE)."""
-    total = abs(sum(ms for _, ms in parts))
-    return tuple((name, ms) for name, ms in parts if name == "predicted" or abs(ms) >= NAMED_SHARE * total)
-
-
-def paper_gap_words(parts: tuple[tuple[str, float], ...], slower_stream: bool = False, faster: bool = False,
-                    fixed_ms: str | None = None) -> str:
-    """The paper answer's closing clause from paper_gap (wording in assets/lesson/readings/paper_gap.*);
-    `slower_stream`: the latency model has the weights arrive slower than the benchmark; `faster`: the
-    mean step took no longer than paper (readings.beats_paper); `fixed_ms`: the fixed cost per step as
-    the step-budget bars print it."""
-    if faster:
-        return FASTER_THAN_PAPER.format(fixed=f" (about {fixed_ms} ms a step here)" if fixed_ms else "")
-    if not parts:
-        return reading("paper_gap", "none", {})
-    named = named_gap_parts(parts)
-    about = ""
-    if len(named) < len(parts) and named[0][0] == "predicted":
-        # the parts left out go into the predicted one, said as "about", so the named ones still add up
-        # to the gap (a reader summed 36 + 9 + 4 against 51 when 2 ms were left out)
-        rest = sum(ms for _, ms in named[1:])
-        total = sum(ms for _, ms in parts)
-        folded = total - rest
-        named = (("predicted", int(round(folded)) if isinstance(parts[0][1], int) else round(folded, 1)), *named[1:])
-        about = "about "
-    words = []
-    for name, ms in named:
-        which = {"predicted": ("predicted_stream" if slower_stream else "predicted") if ms > 0 else "predicted_less",
-                 "run": "run_slower" if ms > 0 else "run_faster",
-                 "outliers": "outliers" if ms > 0 else "outliers_fast"}[name]
-        shown_ms = str(abs(ms)) if isinstance(ms, int) else f"{abs(ms):.1f}"
-        words.append(reading("paper_gap", which, {"ms": shown_ms, "about": about}))
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+def paper_end(predicted_ms: float, median_ms: float, mean_ms: float, beat_paper: bool = False) -> str:
+    """Which of PAPER_ENDS closes the answer: the mean step beat paper; it sits within OFF_PREDICTION
+    of the prediction; above it mostly through a few slow steps (mean over median) or through the
+    whole run (median over prediction); or below it."""
+    if beat_paper:
+        return "beat_paper"
+    if abs(mean_ms - predicted_ms) <= OFF_PREDICTION * predicted_ms:
+        return "close"
+    if mean_ms < predicted_ms:
+        return "faster"
+    return "outliers" if mean_ms - median_ms >= median_ms - predicted_ms else "run_slow"
 
 
 def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:

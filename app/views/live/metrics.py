@@ -39,11 +39,8 @@ def tiles(events: list[Event], ctx: RunContext) -> list[dict[str, str]]:
     else:
         out.append({"label": "Time per output token", "value": "–", "mark": "", "note": "after the first decode step"})
     positions = events[-1].kv_seq_len
+    # the traffic chart's last bar reads one position fewer than this: "How we know: the bytes" says so
     note = f"read from the tensors: {positions} positions"
-    if len(events) > 1 and events[-1].n_new == 1 and positions > 1:
-        # the traffic chart's last bar reads one position fewer than this: say so, or 3.96 MB read
-        # beside a 4.01 MB cache looks like an error
-        note += f" (the last step read {positions - 1}, wrote 1)"
     out.append({"label": "KV cache size", "value": fmt_bytes(events[-1].kv_bytes), "mark": "measured",
                 "note": note if ctx.cache != "none" else "no cache in this run"})
     gbs = perf.achieved_bandwidth(events)
