@@ -687,3 +687,22 @@ def test_a_prefill_at_the_ridge_is_called_balanced_not_compute_bound(run_data, r
     assert "neither limit dominates" in values["prefill_verdict"] and "would take only" not in values["prefill_verdict"]
     assert values["prefill_vs_ridge"].startswith("at the ridge")
     assert not lesson.at_the_ridge(intensity, intensity * 1.2) and not lesson.at_the_ridge(intensity, 0.0)
+
+
+def test_the_prefill_verdict_readings_are_named_decisions():
+    """The verdict's parts are chosen as values (lesson.prefill_readings) and worded in
+    assets/lesson/readings: side of the ridge, the answer, how near the roof, what closes it."""
+    r = lesson.prefill_readings(14.9, 14.8, 28, predicted=True, split=True, mostly_arithmetic=True)
+    assert r == {"side": "ridge", "answer": "yes_slow", "head": "ridge", "timed": "far", "tail": "split"}
+    r = lesson.prefill_readings(40.0, 14.8, 60, predicted=True, split=True, mostly_arithmetic=True)
+    assert (r["side"], r["answer"], r["head"], r["timed"]) == ("right", "yes", "right", "near")
+    assert lesson.prefill_readings(40.0, 14.8, 20, True, False, True)["answer"] == "held_up"
+    assert lesson.prefill_readings(40.0, 14.8, 20, True, True, False)["answer"] == "principle_far"
+    assert lesson.prefill_readings(40.0, 14.8, 60, True, True, False)["answer"] == "principle"
+    assert lesson.prefill_readings(40.0, 14.8, 60, False, False, True)["tail"] == "unpredicted"
+    assert lesson.prefill_readings(5.0, 14.8, 60, True, True, True)["side"] == "left"
+    for part, names in (("prefill_answer", ("principle", "principle_far", "held_up", "yes", "yes_slow")),
+                        ("prefill_head", ("ridge", "right")), ("prefill_timed", ("near", "far")),
+                        ("prefill_tail", ("unpredicted", "held_up")), ("prefill_vs_ridge", ("ridge", "right", "left"))):
+        for name in names:
+            assert lesson.reading(part, name, {}), (part, name)

@@ -359,7 +359,7 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
     y_top = math.log10((c.peak_flops or 1e11) * 3 / GIGA)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
                        "range": [math.log10(0.05), math.log10(5000)], **pal.decade_ticks(0.1, 1000)}
-    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s achieved (FLOPs computed ÷ time)"},
+    layout["yaxis"] = {"type": "log", "title": {"text": "GFLOP/s achieved"},
                        "range": [-1, y_top], **pal.decade_ticks(0.1, 10 ** math.floor(y_top))}
     return {"data": data, "layout": layout}
 

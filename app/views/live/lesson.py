@@ -390,58 +390,28 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
     if peak and bw and prefill.cost["bytes"]["total"]:
         ridge = shown.ridge_value(peak, bw)
         intensity = flops / prefill.cost["bytes"]["total"]
-        at_ridge = at_the_ridge(intensity, ridge)
-        v["prefill_vs_ridge"] = (
-            f"at the ridge ({ridge:.1f}): its bytes and its arithmetic would take about as long"
-            if at_ridge else
-            f"right of the ridge at {ridge:.1f}: by its intensity alone it could run at the compute roof"
-            if intensity >= ridge else
-            f"left of the ridge at {ridge:.1f}: at this prompt length the roofline caps even the prefill "
-            "by its bytes")
         # the bytes' time divided from the printed MB and GB/s, so a reader's own division agrees
-        mb = mb_text(prefill.cost["bytes"]["total"])
         bytes_ms = whole_ms(shown.mb_value(prefill.cost["bytes"]["total"]) / shown.gbs_divisor(bw))
-        roof_ms = 1000.0 * flops / peak
         predicted = sum((prefill.predicted_terms_ms or {}).values())
         measured = prefill.latency_ms
         pct = v["prefill_pct_of_peak"]  # roof time ÷ measured time is achieved ÷ peak: one figure, printed once
-        near = int(pct) >= NEAR_ROOF_PCT
         split = measured <= HELD_UP * predicted if predicted > 0 else False
-        mostly_arithmetic = not split or _arithmetic_most(prefill.predicted_terms_ms)
-        # one answer, agreeing with the split that closes the paragraph: a prefill whose time is mostly
-        # arithmetic is compute-bound even far below the roof; one whose time went mostly elsewhere is not
-        if not mostly_arithmetic:
-            answer = ("Only in principle: " + ("it ran far below the roof, and " if not near else "")
-                      + "most of its time went to other work than arithmetic.")
-        elif not split:  # measured far above the prediction: say what the model's count says, and no more
-            answer = ("By its FLOPs and bytes, yes, but this measurement took far longer than that work explains "
-                      "(below).")
-        else:
-            answer = "Yes." if near else "Yes, but far below the roof: arithmetic set its pace, done slowly."
-        if at_ridge:  # the two limits about equal: neither "only" its bytes nor its FLOPs
-            head = (f"**So was this prefill compute-bound?** Only just: at {intensity:.1f} FLOP/byte it sits at "
-                    f"the ridge ({ridge:.1f}), where its {mb} MB would take {bytes_ms} ms at {gbs_text(bw)} GB/s "
-                    f"and its FLOPs {sig3(roof_ms)} ms at the roof: neither limit dominates. ")
-        else:
-            head = (f"**So was this prefill compute-bound?** {answer} On the right of the "
-                    f"ridge, arithmetic is the limit it meets first, not memory traffic: its {mb} MB would "
-                    f"take only {bytes_ms} ms at {gbs_text(bw)} GB/s, while its FLOPs need {sig3(roof_ms)} ms "
-                    "even at the roof. ")
-        head += (f"Timed, it took {sig3(measured)} ms, so it reached {'' if near else 'only '}"
-                 f"{pct}% of the compute roof (the calibrated {v['peak_gflops']} GFLOP/s). ")
-        if predicted <= 0:
-            tail = "The thin matrix products and the fixed cost per layer take the time above the roof."
-        elif split:
-            tail = _prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"])
-        else:
-            # the gap divided from the printed figures, so 220 − 134 reads as the printed 86
-            gap = shown.sig3_value(measured) - shown.whole_value(predicted)
-            tail = (f"The latency model, which counts its arithmetic, its bytes and the fixed cost per layer, "
-                    f"predicts {predicted:.0f} ms; the other {gap:.0f} ms are time it does not account for. A "
-                    "prefill is one burst timed once, so anything else this shared computer does at that "
-                    "moment lands in it whole; a second run of the same prompt shows whether it repeats.")
-        v["prefill_verdict"] = head + tail if intensity >= ridge or at_ridge else _left_of_ridge_verdict(
-            intensity, achieved, bw)
+        r = prefill_readings(intensity, ridge, int(pct), predicted > 0, split,
+                             not split or _arithmetic_most(prefill.predicted_terms_ms))
+        v["prefill_vs_ridge"] = reading("prefill_vs_ridge", r["side"], {"ridge": f"{ridge:.1f}"})
+        if r["side"] == "left":
+            v["prefill_verdict"] = _left_of_ridge_verdict(intensity, achieved, bw)
+            return v
+        words = {"answer": reading("prefill_answer", r["answer"], {}), "intensity": f"{intensity:.1f}",
+                 "ridge": f"{ridge:.1f}", "mb": mb_text(prefill.cost["bytes"]["total"]), "bytes_ms": bytes_ms,
+                 "gbs": gbs_text(bw), "roof_ms": sig3(1000.0 * flops / peak), "measured_ms": sig3(measured),
+                 "pct": pct, "peak_gflops": v["peak_gflops"], "predicted_ms": f"{predicted:.0f}",
+                 # the gap divided from the printed figures, so 220 − 134 reads as the printed 86
+                 "gap_ms": f"{shown.sig3_value(measured) - shown.whole_value(predicted):.0f}"}
+        tail = (_prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"]) if r["tail"] == "split"
+                else reading("prefill_tail", r["tail"], words))
+        v["prefill_verdict"] = " ".join((reading("prefill_head", r["head"], words),
+                                         reading("prefill_timed", r["timed"], words), tail))
     return v
 
 
@@ -452,6 +422,28 @@ AT_RIDGE = 0.1
 
 def at_the_ridge(intensity: float, ridge: float) -> bool:
     return ridge > 0 and abs(intensity / ridge - 1.0) <= AT_RIDGE
+
+
+def prefill_readings(intensity: float, ridge: float, pct_of_roof: int, predicted: bool, split: bool,
+                     mostly_arithmetic: bool) -> dict[str, str]:
+    """The prefill verdict's readings, as names of assets/lesson/readings/<part>.<name>.md:
+    - side: "ridge" within AT_RIDGE of it, "right" or "left" of it;
+    - answer (right or at the ridge): "principle" / "principle_far" when most of its predicted time went
+      to other work than arithmetic (far: below NEAR_ROOF_PCT of the roof), "held_up" when it took more
+      than HELD_UP times its prediction, else "yes" (near the roof) or "yes_slow";
+    - head: the ridge's own head, or the answer then the right side's; timed: "near" or "far" from the
+      roof; tail: "unpredicted" (no prediction), "split" (the prediction's parts) or "held_up"."""
+    side = "ridge" if at_the_ridge(intensity, ridge) else "right" if intensity >= ridge else "left"
+    near = pct_of_roof >= NEAR_ROOF_PCT
+    if not mostly_arithmetic:
+        answer = "principle" if near else "principle_far"
+    elif not split:
+        answer = "held_up"
+    else:
+        answer = "yes" if near else "yes_slow"
+    return {"side": side, "answer": answer, "head": "ridge" if side == "ridge" else "right",
+            "timed": "near" if near else "far",
+            "tail": "unpredicted" if not predicted else "split" if split else "held_up"}
 
 
 # A forward left of the ridge that reaches less than this share of the bandwidth slope at its intensity
