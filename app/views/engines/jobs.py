@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from app.shared.jobs import Job, RunQueue
 from core.engines import experiments
@@ -68,6 +69,18 @@ def lab_client(endpoint: Endpoint) -> OpenAICompatible:
     """The endpoint's client (core.engines.session.client_for), with the lab's shorter timeouts."""
     return client_for(endpoint.engine, endpoint.base_url, endpoint.model, connect_timeout_s=CONNECT_TIMEOUT_S,
                       read_timeout_s=READ_TIMEOUT_S)
+
+
+def play_with_client(job: Any) -> None:
+    """Run `job._play` with a client of its endpoint, closed afterwards; an engine's failure in words
+    becomes the job's `failure` (the stall and prefix experiments share this)."""
+    client = lab_client(job.endpoint)
+    try:
+        job._play(client)
+    except EngineError as exc:
+        job.failure = str(exc)
+    finally:
+        client.close()
 
 
 def live_engine(endpoint: Endpoint, client: OpenAICompatible) -> LiveEngine:
@@ -127,13 +140,7 @@ class StallRunJob(Job):
 
     # --- worker side ---------------------------------------------------------------------------
     def work(self) -> None:
-        client = lab_client(self.endpoint)
-        try:
-            self._play(client)
-        except EngineError as exc:
-            self.failure = str(exc)
-        finally:
-            client.close()
+        play_with_client(self)
         if self.run is not None and not self._abandoned:
             self.progress = "simulating the same requests"
             try:

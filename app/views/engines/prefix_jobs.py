@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 
 from app.shared.jobs import Job, RunQueue
-from app.views.engines.jobs import lab_client, live_engine
+from app.views.engines.jobs import live_engine, play_with_client
 from core.engines import experiments
 from core.engines.base import EngineError
 from core.engines.block_map import PlacedBlock, agreement, engine_blocks, simulated_blocks
@@ -87,13 +87,9 @@ class ConversationJob(Job):
 
     # --- worker side ---------------------------------------------------------------------------
     def work(self) -> None:
-        client = lab_client(self.endpoint)
         try:
-            self._play(client)
-        except EngineError as exc:
-            self.failure = str(exc)
+            play_with_client(self)
         finally:
-            client.close()
             with self._lock:
                 sub, self._subscriber = self._subscriber, None
                 if sub is not None:
