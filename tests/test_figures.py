@@ -706,3 +706,18 @@ def test_the_prefill_verdict_readings_are_named_decisions():
                         ("prefill_tail", ("unpredicted", "held_up")), ("prefill_vs_ridge", ("ridge", "right", "left"))):
         for name in names:
             assert lesson.reading(part, name, {}), (part, name)
+
+
+def test_the_rest_of_a_step_is_a_named_reading():
+    """The median step against its prediction, read as a value (lesson.rest_reading) and worded in
+    assets/lesson/readings/rest.*: within 3% (at least 1 ms) it matches; slower in 90% of the steps
+    is the whole run; slower otherwise is scattered; below it is faster."""
+    assert lesson.rest_reading(80.0, 79.5) == "matches"
+    assert lesson.rest_reading(100.0, 97.5) == "matches"  # 2.5 ms, under 3% of 100
+    assert lesson.rest_reading(66.0, 53.0, 0.9) == "systematic"
+    assert lesson.rest_reading(66.0, 53.0, 0.89) == "scattered"
+    assert lesson.rest_reading(74.0, 99.0, 1.0) == "faster"
+    for name in ("matches", "systematic", "scattered", "faster"):
+        assert "[[" not in lesson.reading("rest", name, {"gap_ms": "1", "within_ms": "1", "share": "90%"})
+    assert lesson._left_of_ridge_verdict(5.0, 0.5 * 5.0 * 1e9, 1e9).endswith("not the bytes alone, set its pace.")
+    assert lesson._left_of_ridge_verdict(5.0, 5.0 * 1e9, 1e9).endswith(": moving its bytes set its pace.")

@@ -343,25 +343,30 @@ def split_rounded(parts: list[float], total: float, digits: int) -> list[float]:
     return [round(c * unit, digits) for c in counts]
 
 
+# The median measured step against the median prediction: within this share (and at least 1 ms) the
+# prediction "matches"; a gap on the slow side in at least SYSTEMATIC of the steps is the whole run.
+MATCHES_WITHIN = 0.03
+SYSTEMATIC = 0.9
+
+
+def rest_reading(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
+    """What the gap between the median measured and median predicted step says (a name of
+    assets/lesson/readings/rest.<name>.md): "matches", "systematic" (slower in nearly every step),
+    "scattered" (slower, not systematically) or "faster"."""
+    gap = measured_ms - predicted_ms
+    if abs(gap) < max(1.0, MATCHES_WITHIN * measured_ms):
+        return "matches"
+    if gap > 0:
+        return "systematic" if share_too_fast >= SYSTEMATIC else "scattered"
+    return "faster"
+
+
 def _rest_sentence(measured_ms: float, predicted_ms: float, share_too_fast: float = 0.5) -> str:
-    """What the gap between the median measured and median predicted step says, by its sign and by
-    whether it is systematic (nearly every step on one side) or scattered."""
+    """rest_reading's words, with the gap as the reader subtracts it from the printed figures."""
     gap = measured_ms - predicted_ms
     gap_text = f"{abs(gap):.1f}" if abs(gap) < 10 else f"{abs(gap):.0f}"  # 41 − 37.5 reads 3.5, not 4
-    if abs(gap) < max(1.0, 0.03 * measured_ms):
-        return f"the prediction matches it to within {max(1, round(abs(gap)))} ms"
-    if gap > 0 and share_too_fast >= 0.9:
-        return (f"the other {gap_text} ms are what the prediction misses, and it misses them in "
-                f"{share_too_fast:.0%} of the steps, so this is not random noise: the whole run went slower "
-                "than the forwards the latency model was fitted on, timed when this server started (a shared "
-                "computer's speed changes as other work on it comes and goes)")
-    if gap > 0:
-        return (f"the other {gap_text} ms are what the prediction misses: not counted by the latency model, "
-                "on a shared machine, other work on the same cores comes and goes during a run (the latency "
-                "chart shows whether the slow steps come in stretches)")
-    return (f"{gap_text} ms less than predicted: the latency model's coefficients were fitted to forwards "
-            "timed when this server started, and this shared machine runs faster or slower as other work "
-            "on it comes and goes")
+    return reading("rest", rest_reading(measured_ms, predicted_ms, share_too_fast),
+                   {"gap_ms": gap_text, "within_ms": str(max(1, round(abs(gap)))), "share": f"{share_too_fast:.0%}"})
 
 
 def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
@@ -456,12 +461,8 @@ def _left_of_ridge_verdict(intensity: float, achieved_flops: float, bandwidth: f
     whether it reached that cap decides whether the bytes alone set its pace."""
     cap = intensity * bandwidth  # FLOP/s the bandwidth slope allows at this intensity
     share = achieved_flops / cap if cap else 1.0
-    text = (f"**So was this prefill compute-bound?** No: at {intensity:.1f} FLOP/byte it sits left of the "
-            "ridge, where the roofline caps it by its bytes, not its arithmetic")
-    if share < UNDER_SLOPE:
-        return text + (f"; it reached only {100 * share:.0f}% of that cap, so the fixed cost per layer and the "
-                       "thin matrix products, not the bytes alone, set its pace.")
-    return text + ": moving its bytes set its pace."
+    return reading("prefill_left", "under" if share < UNDER_SLOPE else "bytes",
+                   {"intensity": f"{intensity:.1f}", "share": f"{100 * share:.0f}"})
 
 
 def _split_ms(terms_ms: dict[str, float]) -> tuple[int, int, int]:
@@ -482,14 +483,9 @@ def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
     """The latency model's prediction of a prefill split into arithmetic, moved bytes and fixed costs,
     printed in whole ms that add up to the printed total, and which of them sets its time."""
     a, m, f = _split_ms(terms_ms)
-    text = (f"The latency model, fitted to timed forwards, predicts {a + m + f} ms for it and, unlike the roofline, "
-            f"adds the parts up instead of keeping only the larger one: {a} ms of arithmetic, {m} ms moving the "
-            f"weights, activations and cache, and {f} ms of fixed costs per layer and per forward. ")
-    if _arithmetic_most(terms_ms):
-        return text + "Arithmetic is most of that, so arithmetic is what sets its time, just not at the roof's speed."
-    return text + (f"Arithmetic is less than half of that: with only {tokens} rows in each matrix "
-                   "product, reading the weights and the fixed costs of every layer take longer than the "
-                   "arithmetic itself.")
+    return reading("prefill_split", "arithmetic" if _arithmetic_most(terms_ms) else "other",
+                   {"total_ms": str(a + m + f), "arithmetic_ms": str(a), "moving_ms": str(m), "fixed_ms": str(f),
+                    "tokens": str(tokens)})
 
 
 # A head whose vectors are this many times as long as the others' (mean over positions) stands out
