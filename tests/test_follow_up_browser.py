@@ -43,6 +43,8 @@ def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
     page.get_by_label("Prompt").fill("Explain in two sentences why the sky is blue.")
     page.get_by_role("button", name="Generate").click()
     first = _settled(page, None)
+    label = page.locator(".pd-prompt-box .pd-box-label")
+    assert "nothing kept from before" in label.inner_text()  # a new conversation says it starts cold
     main = page.get_by_test_id("stMainBlockContainer")
     main.get_by_role("textbox", name="Ask a follow-up").fill("And why is the sunset red?")
     main.get_by_role("button", name="Ask", exact=True).click()
@@ -58,6 +60,7 @@ def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
     strip = page.locator(".pd-prompt-toks")
     assert strip.get_attribute("data-kept") == str(kept)  # the token strip folds the same kept positions
     assert page.locator(".pd-prompt-toks .pd-tok").count() == new
+    assert f"the prefill reads only the {new} the cache lacks" in label.inner_text()
     # the cache section: one sentence with this turn's figures, and the two measured times drawn
     said = main.get_by_text(re.compile(r"This follow-up paid for \d+ new tokens, not \d+")).inner_text()
     assert f"paid for {new} new tokens, not {second['prompt']}" in said

@@ -337,7 +337,8 @@ def test_a_cached_prefix_prices_only_the_uncached_part_and_reads_the_rest_once()
     assert kept.ttft_s < whole.ttft_s / 2  # a quarter of the tokens to compute
     assert (kept.prefill.n_new, kept.prefill.n_cached) == (1024, 3072)
     cost = forward_cost(spec, 1024, 3072, 1, weight_dtype="bf16", kv_dtype="bf16")
-    assert cost.bytes["kv_read"] >= 3072 * kept.kv_bytes_per_token  # the cached part's keys and values, read
+    assert cost.bytes["kv_read"] == 3072 * kept.kv_bytes_per_token  # the cached part's keys and values, read once
+    assert kept.prefill.bytes == cost.bytes["total"]  # and the answer prices exactly that forward
     assert kept.tpot_s == pytest.approx(whole.tpot_s) and kept.memory.total == whole.memory.total
     for bad in (4096, 5000, -1):
         with pytest.raises(ValueError, match="cached prefix tokens"):
