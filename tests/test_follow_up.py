@@ -166,3 +166,50 @@ def test_long_follow_ups_and_long_conversations_are_messages(tiny_model, monkeyp
                              events=first.events)
     message = follow_up.prepare(tiny_model, chatty, "And then?", GEN)
     assert isinstance(message, str) and "the most a saved trace keeps" in message
+
+
+def test_a_follow_up_holds_the_shared_model_until_its_turn_from_scratch_is_timed(tiny_model, monkeypatch):
+    """The shared model still serves one run at a time: a follow-up's generation and the same turn timed
+    from scratch both run while it holds the queue, so a run queued behind it starts only after both
+    (nobody's forwards land in the follow-up's timings, nor its in theirs)."""
+    import threading
+    import time
+
+    from app.shared import runs
+
+    first = _first(tiny_model, monkeypatch)
+    ids, turn, reuse = follow_up.prepare(tiny_model, first, "And then?", GEN)
+    log: list[tuple[str, str, float]] = []
+    lock = threading.Lock()
+    real_run, real_cold = runs.run, runs.cold_prefill_ms
+
+    follow_up_running = threading.Event()
+
+    def logged_run(loaded, prompt_ids, settings_, **kw):
+        name = "follow-up" if kw.get("reuse") else "other"
+        with lock:
+            log.append((name, "start", time.perf_counter()))
+        if name == "follow-up":
+            follow_up_running.set()
+        yield from real_run(loaded, prompt_ids, settings_, **kw)
+        with lock:
+            log.append((name, "end", time.perf_counter()))
+
+    def logged_cold(*args, **kw):
+        ms = real_cold(*args, **kw)
+        with lock:
+            log.append(("follow-up", "scratch timed", time.perf_counter()))
+        return ms
+
+    monkeypatch.setattr(runs, "run", logged_run)
+    monkeypatch.setattr(runs, "cold_prefill_ms", logged_cold)
+    queue = RunQueue()
+    second = GenerationRun(queue, tiny_model, "And then?", ids, GEN, turn=turn, reuse=reuse).start()
+    assert follow_up_running.wait(60)  # the follow-up holds the model: the other reader queues behind it
+    other_ids = conversation_ids(tiny_model, [{"role": "user", "content": "Another reader"}], True)
+    other = GenerationRun(queue, tiny_model, "Another reader", other_ids, GEN).start()
+    _finished(second)
+    _finished(other)
+    order = [(name, what) for name, what, _ in sorted(log, key=lambda x: x[2])]
+    assert order == [("follow-up", "start"), ("follow-up", "end"), ("follow-up", "scratch timed"),
+                     ("other", "start"), ("other", "end")], order
