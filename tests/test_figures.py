@@ -693,9 +693,9 @@ def test_the_prefill_verdict_readings_are_named_decisions():
     """The verdict's parts are chosen as values (lesson.prefill_readings) and worded in
     assets/lesson/readings: side of the ridge, the answer, how near the roof, what closes it."""
     r = lesson.prefill_readings(14.9, 14.8, 28, predicted=True, split=True, mostly_arithmetic=True)
-    assert r == {"side": "ridge", "answer": "yes_slow", "head": "ridge", "timed": "far", "tail": "split"}
+    assert r == {"side": "ridge", "answer": "yes_slow", "timed": "far", "tail": "split"}
     r = lesson.prefill_readings(40.0, 14.8, 60, predicted=True, split=True, mostly_arithmetic=True)
-    assert (r["side"], r["answer"], r["head"], r["timed"]) == ("right", "yes", "right", "near")
+    assert (r["side"], r["answer"], r["timed"]) == ("right", "yes", "near")
     assert lesson.prefill_readings(40.0, 14.8, 20, True, False, True)["answer"] == "held_up"
     assert lesson.prefill_readings(40.0, 14.8, 20, True, True, False)["answer"] == "principle_far"
     assert lesson.prefill_readings(40.0, 14.8, 60, True, True, False)["answer"] == "principle"

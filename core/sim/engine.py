@@ -135,7 +135,7 @@ class Server:
             self.admitted.add(id(seq))
             if self.prefix is not None:
                 seq.prefilled = self.prefix.admit(seq)
-                seq.blocks = len(seq.table)
+                seq.blocks = self.prefix.held(seq)
         return seq.prefilled
 
     def _pass(self, final: bool) -> bool:

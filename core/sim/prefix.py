@@ -73,8 +73,6 @@ class PrefixCache:
                  keep_blocks: bool = False) -> None:
         self.total, self.block = total_blocks, block_tokens
         self.used_ever = 0
-        self.free = total_blocks  # blocks a request could take now: never used, or freed (their content is
-        # overwritten); kept as a count, not worked out, as the event loop reads it every iteration
         self.ref: list[int] = []  # per physical block: requests holding it
         self.name_of: list[int | None] = []
         self.by_name: dict[int, int] = {}  # findable blocks: name -> physical block
@@ -85,6 +83,11 @@ class PrefixCache:
         # with keep_blocks: (request id, block index, name) as each became findable (a cost per block)
         self.made: list[tuple[int, int, int]] | None = [] if keep_blocks else None
         self.hits_of: dict[int, int] = {}  # per request id: prompt tokens reused at its first admission
+
+    @property
+    def free(self) -> int:
+        """Blocks a request could take now: never used, or freed (cached content is overwritten)."""
+        return self.total - self.used_ever + len(self.free_queue)
 
     def _request_names(self, request: Request) -> list[int]:
         found = self.names.get(request.id)
@@ -128,7 +131,6 @@ class PrefixCache:
             block = by_name[name]
             if ref[block] == 0:
                 del self.free_queue[block]
-                self.free -= 1
             ref[block] += 1
             table.append(block)
         seq.registered = len(table)
@@ -143,9 +145,6 @@ class PrefixCache:
         freed, whose cached content is overwritten."""
         table = seq.table
         need = blocks - len(table)
-        if need <= 0:
-            return
-        self.free -= need
         fresh = min(need, self.total - self.used_ever)
         if fresh > 0:
             first = self.used_ever
@@ -195,7 +194,6 @@ class PrefixCache:
             ref[block] -= 1
             if ref[block] == 0:
                 queue[block] = None
-                self.free += 1
         seq.table = []
         seq.registered = 0
 

@@ -415,7 +415,7 @@ def _prefill_figures(prefill: Event, ctx: RunContext) -> dict[str, str]:
                  "gap_ms": f"{shown.sig3_value(measured) - shown.whole_value(predicted):.0f}"}
         tail = (_prefill_split(prefill.predicted_terms_ms, prefill.cost["n_new"]) if r["tail"] == "split"
                 else reading("prefill_tail", r["tail"], words))
-        v["prefill_verdict"] = " ".join((reading("prefill_head", r["head"], words),
+        v["prefill_verdict"] = " ".join((reading("prefill_head", r["side"], words),
                                          reading("prefill_timed", r["timed"], words), tail))
     return v
 
@@ -436,8 +436,7 @@ def prefill_readings(intensity: float, ridge: float, pct_of_roof: int, predicted
     - answer (right or at the ridge): "principle" / "principle_far" when most of its predicted time went
       to other work than arithmetic (far: below NEAR_ROOF_PCT of the roof), "held_up" when it took more
       than HELD_UP times its prediction, else "yes" (near the roof) or "yes_slow";
-    - head: the ridge's own head, or the answer then the right side's; timed: "near" or "far" from the
-      roof; tail: "unpredicted" (no prediction), "split" (the prediction's parts) or "held_up"."""
+    - timed: "near" or "far" from the roof; tail: "unpredicted" (no prediction), "split" (the prediction's parts) or "held_up"."""
     side = "ridge" if at_the_ridge(intensity, ridge) else "right" if intensity >= ridge else "left"
     near = pct_of_roof >= NEAR_ROOF_PCT
     if not mostly_arithmetic:
@@ -446,8 +445,7 @@ def prefill_readings(intensity: float, ridge: float, pct_of_roof: int, predicted
         answer = "held_up"
     else:
         answer = "yes" if near else "yes_slow"
-    return {"side": side, "answer": answer, "head": "ridge" if side == "ridge" else "right",
-            "timed": "near" if near else "far",
+    return {"side": side, "answer": answer, "timed": "near" if near else "far",
             "tail": "unpredicted" if not predicted else "split" if split else "held_up"}
 
 
