@@ -102,6 +102,34 @@ def test_presenter_mode_with_the_keyboard(replay_server, big_page):
     page.screenshot(path=str(ARTIFACTS / "presenter-keyboard.png"))
 
 
+# Streamlit's deferred download (app/views/live/export.py) asks the server for the file over the
+# page's websocket when clicked, then starts the download; a failure shows under the button for five
+# seconds only. This keeps every such message, so a download that never starts says why.
+_WATCH_DOWNLOAD_ERRORS = """() => {
+    window.__pdDownloadErrors = [];
+    new MutationObserver(() => {
+        for (const el of document.querySelectorAll('[data-testid=stDownloadButtonError]')) {
+            if (!window.__pdDownloadErrors.includes(el.innerText)) window.__pdDownloadErrors.push(el.innerText);
+        }
+    }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def _download(page, button):
+    """Click a download button and return the download (Playwright's EventContextManager info); a
+    download that never starts fails with the button's own messages and the connection's state."""
+    page.evaluate(_WATCH_DOWNLOAD_ERRORS)
+    try:
+        with page.expect_download(timeout=60_000) as info:
+            button.click()
+        return info
+    except PlaywrightTimeout:
+        errors = page.evaluate("window.__pdDownloadErrors")
+        status = page.locator('[data-testid="stStatusWidget"]').all_inner_texts()
+        raise AssertionError(f"the download never started: the button said {errors}, connection status "
+                             f"{status}, button enabled {button.is_enabled()}") from None
+
+
 def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
     page = big_page
     _open_replay(page, replay_server + "/")
@@ -119,8 +147,7 @@ def test_scrub_then_save_and_reload_through_the_page(replay_server, big_page):
     save = page.get_by_role("button", name="Save trace (JSON)").first
     save.wait_for(state="visible", timeout=30_000)
     page.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=60_000)  # no rerun in flight
-    with page.expect_download(timeout=15_000) as info:
-        save.click()
+    info = _download(page, save)
     saved = Path(info.value.path()).read_bytes()
     assert info.value.suggested_filename.startswith("pdlab-smollm2-135m-instruct-explain")
     original = Trace.from_json(bundled_traces()["sky-blue"].read_bytes())

@@ -1,0 +1,1 @@
+"""Tests against real serving engines (run last: see tests/conftest.py)."""
