@@ -451,29 +451,39 @@ def test_the_latency_chart_boxes_exactly_the_steps_that_waited_and_the_text_coun
     assert list(boxes.y) == [waited[3].latency_ms, waited[8].latency_ms]
     assert list(boxes.customdata) == [420.0, 380.0] and "waited for a page redraw" in boxes.name
     assert boxes.marker.symbol == "square-open" and boxes.name.startswith("boxed")
-    text = lesson.text("latency", lesson.values_for(waited, ctx))
-    assert "waited **2 times** (0.8 s in all, measured" in text and "mark the 2 forwards" in text
+    assert lesson.redraw_parts(waited)[0] == ("waits_many", {"n": "2", "total": "0.8 s"})
+    assert lesson.values_for(waited, ctx)["pause_note"] == lesson.pause_note(waited) != ""
     assert lesson.values_for(events, ctx)["pause_note"] == ""  # never waited: nothing said
 
 
 def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_wait(run_data):
     events, ctx = run_data
+
+    def names(steps, waits):
+        return [name for name, _ in lesson.redraw_parts(_with(events, steps, waits))]
+
     # median decode step 10 ms: step 3 is slow and boxed, 4 slow right after it, 9 slow far from any wait
-    note = lesson.pause_note(_with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
-    assert ("Of the 3 decode steps slower than 1.5× the median step (a limit of 15 ms; median 10.0 ms, measured), 1 is boxed, "
-            "1 came one or two steps after a boxed one, 1 is away from every wait.") in note
-    assert "The one away from every wait was not near a redraw of this page" in note
-    once = lesson.pause_note(_with(events, {}, {3: 40.0}))
-    assert "waited **once** (40 ms in all, measured" in once and "the pink square on the chart (“boxed” in its legend) marks the forward" in once
-    near = lesson.pause_note(_with(events, {3: 30.0, 5: 25.0}, {3: 500.0}))
-    assert "away from every wait" not in near and "other work" not in near
-    assert "A redraw's work does not end with the wait" in near
-    boxed = lesson.pause_note(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))
-    assert "Of the 2 decode steps slower than" in boxed and "measured), all 2 are boxed." in boxed
-    one = lesson.pause_note(_with(events, {3: 30.0}, {3: 500.0}))
-    assert "One decode step was slower than 1.5× the median step (a limit of 15 ms; median 10.0 ms, measured): it is boxed." in one
-    calm = lesson.pause_note(_with(events, {}, {3: 500.0}))
-    assert "No decode step took longer than 1.5× the median step" in calm and "other work" not in calm
+    mixed = _with(events, {3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0})
+    assert lesson.slow_steps(mixed, {3, 6}) == lesson.SlowSteps(median_ms=10.0, boxed=1, after=1, away=1)
+    parts = lesson.redraw_parts(mixed)
+    assert [n for n, _ in parts] == ["waits_many", "slow_many", "after_redraw", "away_one"]
+    limit = lesson.text("redraws/slow_limit", {"factor": "1.5", "limit_ms": "15", "median_ms": "10.0"}).strip()
+    assert parts[1][1] == {"slow": "3", "limit": limit, "parts": ", ".join(
+        lesson.text(f"redraws/{n}", {"n": "1"}).strip() for n in ("part_boxed_one", "part_after", "part_away_one"))}
+    assert lesson.pause_note(mixed).startswith(" ") and "[[" not in lesson.pause_note(mixed)
+    assert lesson.redraw_parts(_with(events, {}, {3: 40.0}))[0] == ("waits_once", {"n": "1", "total": "40 ms"})
+    assert names({3: 30.0, 5: 25.0}, {3: 500.0}) == ["waits_once", "slow_many", "after_redraw"]  # nothing blamed away
+    assert names({3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}) == ["waits_many", "slow_many", "after_redraw"]
+    assert lesson.redraw_parts(_with(events, {3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}))[1][1]["parts"] == \
+        lesson.text("redraws/part_all_boxed", {"n": "2"}).strip()
+    assert names({3: 30.0}, {3: 500.0}) == ["waits_once", "one_boxed", "after_redraw"]
+    assert names({9: 30.0}, {3: 500.0}) == ["waits_once", "one_away", "away_one"]
+    assert names({}, {3: 500.0}) == ["waits_once", "slow_none"]  # no slow step: no other work named
+    assert names({4: 30.0}, {3: 500.0}) == ["waits_once", "one_after", "after_redraw"]
+    assert names({8: 30.0, 9: 40.0}, {3: 500.0}) == ["waits_once", "slow_many", "away_many"]
+    both = lesson.redraw_parts(_with(events, {3: 30.0, 6: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}))
+    assert both[1][1]["parts"].startswith(lesson.text("redraws/part_boxed_many", {"n": "2"}).strip())
+    assert both[-1] == ("away_one", {"n": "1"})
 
 
 def test_a_trace_keeps_its_page_waits():

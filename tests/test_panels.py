@@ -1,5 +1,6 @@
 """The on-demand panels through AppTest with the real model (cache on/off, batching, about this run),
-and their figure and summary functions on hand-made results."""
+and their figure and answer-value functions on hand-made results (their details' words:
+tests/test_panel_text.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from app.views.live import panel_figures
+from app.views.live import panel_figures, panel_text
 from tests.apptest import open_app
 
 
@@ -30,9 +31,6 @@ def test_compare_figure_and_rows_label_every_number():
     assert [r["cache"] for r in rows] == ["dynamic cache", "static cache", "no cache"]
     assert rows[1]["total s (predicted)"] is None  # not every forward priced: no made-up total
     assert all(k == "cache" or k == "forwards" or "measured" in k or "predicted" in k for k in rows[0])
-    summary = panel_figures.compare_summary(res)
-    assert "Measured" in summary and "×" in summary
-    assert panel_figures.compare_summary(res, recorded=True).startswith("**Measured on the recording machine")
 
 
 def test_compare_rows_trim_modes_to_lockstep_length():
@@ -56,51 +54,10 @@ def test_batching_figure_marks_the_predicted_crossover():
     # one batching threshold on the chart: the roofline estimate is given in words, one click down
     assert not any("roofline estimate" in (a.text or "") for a in fig.layout.annotations)
     assert any(a.text == "predicted only" for a in fig.layout.annotations)
-    summary = panel_figures.batching_summary({"rows": rows, "compute_bound_from": 20.0})
-    assert "Measured" in summary and "*Latency model:* its predicted" in summary and "20" in summary
-    assert "Roofline estimate" not in summary  # nothing said about a figure the result lacks
     recorded = panel_figures.batching_figure({"rows": rows, "predicted": predicted}, "the recording machine",
                                              "measured (recording)")
     assert recorded.layout.title.text.startswith("Decode on the recording machine")
     assert "measured (recording)" in {t.name for t in recorded.data}
-
-
-def test_batching_summary_quotes_the_numbers_beside_it():
-    """Every figure in the text comes from the result: step times and throughput at both ends, the gain,
-    the roofline estimate (ridge ÷ intensity) and the predictor's crossover, each labelled."""
-    import re
-
-    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1),
-             "prefill ms (measured)": 100.0 * b} for b, ms in ((1, 57.25), (2, 60.0), (4, 66.0), (8, 75.5), (16, 92.4))]
-    result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 38.0,
-              "roofline": {"ridge_flop_per_byte": 11.12, "decode_intensity": 0.502, "batch": 22.2}}
-    text = panel_figures.batching_summary(result)
-    assert "from batch 1 to 16 the step time grew **×1.6** (median step 57.25 → 92.4 ms, as the table holds them)" in text
-    assert "16× as many sequences" in text
-    assert "tokens per second grew **×9.9** (17.5 → 173 tokens/s)" in text
-    assert "multiplied by ×1.91 (1 → 2), ×1.82 (2 → 4)" in text and "×1.63 (8 → 16):" in text
-    assert "*Roofline estimate:*" in text and "**0.50 FLOPs per byte**" in text
-    assert "**11.1 FLOP/byte**" in text and "11.1 ÷ 0.50 ≈ **22**" in text
-    assert "*Latency model:* its predicted" in text and "batch ≈ **38**" in text and "past the measured range" in text
-    assert "39 prompt tokens" in text
-    for a, b, shown in re.findall(r"(\d+\.?\d*) ÷ (\d+\.?\d*) ≈ \*\*(\d+)\*\*", text):
-        assert round(float(a) / float(b)) == int(shown)  # the division a reader can redo
-    assert not re.search(r"core|predictor\.|compute_bound", text)  # plain words, no code names
-    rounded = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
-               for b, ms in ((1, 65.56), (2, 70.0))]
-    # the step prints as the table holds it, so 1000 ÷ 65.56 gives the printed 15.3 (1000 ÷ 65.6 would be 15.2)
-    assert "(median step 65.56 → 70 ms, as the table holds them)" in panel_figures.batching_summary({"rows": rounded})
-    assert "(15.3 → 28.6 tokens/s)" in panel_figures.batching_summary({"rows": rounded})
-    inside = panel_figures.batching_summary({**result, "compute_bound_from": 12.0})
-    assert "inside the measured range" in inside
-    assert f"throughput still grew ×{2 * 75.5 / 92.4:.2f} from batch 8 " \
-           "to 16" in inside  # 12 falls between the measured 8 and 16
-    assert "against the prediction" not in text  # no predicted step times: nothing to compare
-    predicted = {1: 55.0, 2: 56.0, 4: 58.0, 8: 62.0, 16: 70.0}
-    jumpy = {**result, "rows": [{**r, "decode step ms (predicted)": predicted[r["batch"]]} for r in rows]}
-    jumpy["rows"][2]["decode step ms (measured, median)"] = 95.0  # batch 4 far slower than predicted
-    assert ("rose most against the prediction from batch 2 to 4: +58% (60 → 95 ms), where the latency model "
-            "expected +4% (56 → 58 ms)") in panel_figures.batching_summary(jumpy)
 
 
 def _wait(job, timeout: float = 180) -> None:
@@ -236,54 +193,6 @@ def test_panels_run_the_real_model():
     assert about and "weights source" in set(about[0]["what"]), "the about table is drawn"
 
 
-def test_batching_summary_of_a_recording_gives_this_servers_estimate_too():
-    """A recording's crossover is the recording machine's: with `here`, the summary adds this
-    server's own roofline estimate (its ridge ÷ the same step's intensity), with the speeds divided."""
-    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
-            for b, ms in ((1, 65.6), (64, 277.0))]
-    result = {"rows": rows, "prompt_len": 39,
-              "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4,
-                           "peak_flops_per_s": 147e9, "bandwidth_bytes_per_s": 10e9}}
-    here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7, "peak_flops_per_s": 102e9,
-            "bandwidth_bytes_per_s": 15.8e9}
-    text = panel_figures.batching_summary(result, "the recording machine", here)
-    assert "147 GFLOP/s ÷ 10.00 GB/s" in text  # two decimals, as every bandwidth on the page
-    assert "*On this server:*" in text and "**6.5 FLOP/byte**" in text
-    assert "102 GFLOP/s ÷ 15.80 GB/s" in text and "batch ≈ **13** here" in text
-    assert "On this server" not in panel_figures.batching_summary(result, "the recording machine")
-    assert text.startswith("**Measured on the recording machine, not this server:**")
-    assert panel_figures.batching_summary(result).startswith("**Measured:**")
-
-
-def test_batching_summary_gives_one_answer_first_and_names_why_there_are_others():
-    """Three figures for one question read as a contradiction: the section opens with this
-    server's figure, then says the recording machine's and the latency model's are other machines or
-    other rules."""
-    rows = [{"batch": b, "decode step ms (measured, median)": ms, "tokens/s (measured)": round(b * 1000 / ms, 1)}
-            for b, ms in ((1, 65.6), (64, 277.0))]
-    result = {"rows": rows, "prompt_len": 39, "compute_bound_from": 54.0,
-              "roofline": {"ridge_flop_per_byte": 14.7, "decode_intensity": 0.5, "batch": 29.4}}
-    here = {"ridge_flop_per_byte": 5.2, "decode_intensity": 0.51, "batch": 10.2}
-    text = panel_figures.batching_summary(result, "the recording machine", here)
-    head = text.split("**Where decode stops being bandwidth-bound:** ", 1)[1].split("In detail:")[0]
-    assert head.startswith("on this server at about batch **10**")
-    assert head.index("**10**") < head.index("**29**") < head.index("**54**")
-    assert "rule of thumb" in head and "latency model" in head and "(predicted)" not in head  # named, not tagged
-    mine = panel_figures.batching_summary(result)  # measured here: no second machine to name
-    assert "at about batch **29** by the roofline rule of thumb" in mine and "this server at" not in mine
-
-
-def test_compare_summary_says_when_the_no_cache_prediction_runs_off_the_measurement():
-    res = _compare_result()
-    off = res["modes"]["none"]
-    near = {**res, "predicted": {**res["predicted"], "none": [m / 1.05 for m in off]}}
-    assert "no-cache line" not in panel_figures.compare_summary(near)  # within 10%: nothing to flag
-    low = {**res, "predicted": {**res["predicted"], "none": [m / 1.3 for m in off]}}
-    assert "runs about 23% below these measured forwards" in panel_figures.compare_summary(low)
-    high = {**res, "predicted": {**res["predicted"], "none": [m / 0.7 for m in off]}}
-    assert "runs about 43% above" in panel_figures.compare_summary(high)
-
-
 def test_a_recordings_batching_chart_draws_one_machine_only():
     """This server's roofline estimate used to be drawn on the recording machine's chart (two machines on
     one chart, unsaid); it is given in words only, and so is the recording's own (one threshold per chart)."""
@@ -295,29 +204,6 @@ def test_a_recordings_batching_chart_draws_one_machine_only():
     assert not any("this server" in n for n in notes)
     assert not any("roofline estimate" in n for n in notes)  # the one threshold drawn is the predicted one
     assert not [s for s in fig.layout.shapes if s.type == "line"]  # no crossover in this result: no line
-    here = {"ridge_flop_per_byte": 6.5, "decode_intensity": 0.51, "batch": 12.7}
-    text = panel_figures.batching_summary(result, "the recording machine", here)
-    assert "in words only: the chart holds the recording machine's numbers alone" in text
-
-
-def test_a_recordings_number_beside_the_runs_gives_both_figures():
-    """Where the recording and the reader's run show the same quantity, one sentence gives both, measured
-    on each machine, and how far apart they are; the numbers come from the data, not the text."""
-    text = panel_figures.recording_beside_run([("the prefill of this same prompt (40 tokens, dynamic cache)",
-                                                131.4, 279.2)])
-    assert "the prefill of this same prompt (40 tokens, dynamic cache) took **131 ms** on the recording machine" in text
-    assert "**279 ms** in your last run on this server, 2.1× as long here." in text
-    assert "within 10% of each other" in panel_figures.recording_beside_run([("x", 100.0, 105.0)])
-    assert "1.5× as long on the recording machine" in panel_figures.recording_beside_run([("x", 150.0, 100.0)])
-    assert panel_figures.recording_beside_run([]) == ""
-    assert "calibrated ceilings" not in text  # no ceilings given: nothing said of them
-    # a reader saw the recording's prefill faster and its decode step slower than their own run: the
-    # machines' ceilings, when both are known, say why
-    there = {"peak_flops_per_s": 154.2e9, "bandwidth_bytes_per_s": 10.5e9}
-    here = {"peak_flops_per_s": 106.9e9, "bandwidth_bytes_per_s": 21.57e9}
-    both = panel_figures.recording_beside_run([("x", 142.0, 220.0), ("y", 65.6, 42.5)], there, here)
-    assert ("matrix arithmetic at 154 GFLOP/s on the recording machine against 107 here, memory bandwidth "
-            "10.50 GB/s against 21.57 here") in both
 
 
 def _fake_run(prompt: str, ids: int, latencies: list[float], **settings) -> object:
@@ -384,27 +270,6 @@ def test_a_recordings_prediction_lines_say_whose_latency_model_drew_them():
     assert all("predicted for the recording machine" in t.hovertemplate for t in compare.data
                if t.mode == "lines" and t.hovertemplate)
     assert not any("recording" in (t.name or "") for t in panel_figures.compare_figure(_compare_result()).data)
-    low = {**_compare_result(), "predicted": {"none": [m / 1.3 for m in _compare_result()["modes"]["none"]]}}
-    assert "The recording machine's latency model draws a no-cache line that runs about 23% below" in \
-        panel_figures.compare_summary(low, recorded=True)
-
-
-def test_the_two_recordings_step_times_are_reconciled_with_their_own_figures():
-    """The cache recording's mean step and the batching recording's batch-1 median differ (a reviewer
-    found 58 and 65.6 ms unexplained): one sentence names both, each recording's date and the memory
-    bandwidth each session calibrated, all read from the recordings."""
-    from app.shared import experiment_results as results
-
-    c, b = results.load_bundled("compare"), results.load_bundled("batching")
-    bw = [m.provenance["predictor"]["bandwidth_bytes_per_s"] for m in (c, b)]
-    text = panel_figures.two_recordings(c.result, b.result, ("3 December", "4 December"), tuple(bw))
-    dyn = c.result["modes"]["dynamic"][1:]
-    batch1 = next(r for r in b.result["rows"] if r["batch"] == 1)["decode step ms (measured, median)"]
-    assert f"**{sum(dyn) / len(dyn):.0f} ms**" in text and f"**{batch1:.3g} ms**" in text
-    assert "(3 December)" in text and "(4 December)" in text
-    assert f"{bw[0] / 1e9:.2f} GB/s" in text and f"{bw[1] / 1e9:.2f} GB/s" in text
-    assert panel_figures.two_recordings(c.result, b.result, ("a", "b"), (None, bw[1])) == ""
-    assert panel_figures.two_recordings({"modes": {}}, b.result, ("a", "b"), tuple(bw)) == ""
 
 
 def test_the_batching_answer_gives_the_measured_last_doubling_and_names_whose_turn_it_is():
@@ -417,9 +282,10 @@ def test_the_batching_answer_gives_the_measured_last_doubling_and_names_whose_tu
     b = results.load_bundled("batching")
     values = panel_figures.batching_answer_values(b.result, recorded=True)
     text = sections.answer("batching", values)
-    summary = panel_figures.batching_summary(b.result, "the recording machine")
+    growth = panel_text.batching_parts(b.result, "the recording machine")[0][0]
     rows = b.result["rows"]
-    assert f"×{values['batch_last_gain']} ({rows[-2]['batch']} → {rows[-1]['batch']})" in summary
+    assert growth[0] == "batching_growth"  # the details list every doubling's gain, the answer the last one
+    assert growth[1]["doublings"].endswith(f"×{values['batch_last_gain']} ({rows[-2]['batch']} → {rows[-1]['batch']})")
     assert f"gained ×{values['batch_last_gain']}" in text
     assert f"by the latency model, arithmetic takes over near batch {values['batch_turn']}" in text
     assert len(text.split()) <= sections.ANSWER_MAX_WORDS

@@ -12,6 +12,7 @@ import re
 import statistics
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -180,61 +181,75 @@ def waited_steps(events: list[Event]) -> list[int]:
 def pause_note(events: list[Event]) -> str:
     """How often the model waited for its own page's redraws (app.shared.turns), and where this
     run's slow steps fell against those waits: at or just after one, or away from every wait (other
-    work on the cores). '' for a run that never waited (a replay, the command line)."""
-    waited = waited_steps(events)
-    if not waited:
-        return ""
-    total_ms = sum(events[k].waited_ms for k in waited)
-    total = f"{total_ms / 1000.0:.1f} s" if total_ms >= 100 else f"{total_ms:.0f} ms"
-    n = len(waited)
-    times, marks = (("once", "the pink square on the chart (\u201cboxed\u201d in its legend) marks the forward "
-                             "that started right after it")
-                    if n == 1 else (f"{n} times", f"the pink squares on the chart (\u201cboxed\u201d in its legend) "
-                                                  f"mark the {n} forwards that started right after a wait"))
-    text = (f" While a run goes, the server redraws this page about once a second, in Python on the same "
-            f"cores; the model waits between steps for each redraw so it never lands in a timed step. This run "
-            f"waited **{times}** ({total} in all, measured, not counted in any step): {marks}.")
-    return text + _slow_steps_sentence(events, set(waited))
+    work on the cores). '' for a run that never waited (a replay, the command line). The words are
+    assets/lesson/redraws/; `redraw_parts` decides which."""
+    return "".join(" " + text(f"redraws/{name}", values).strip() for name, values in redraw_parts(events))
 
 
-def _slow_steps_sentence(events: list[Event], waited: set[int]) -> str:
-    """Which slow decode steps sit at or just after a wait and which do not, counted from the run:
-    only the ones away from every wait are blamed on other work on the cores."""
+@dataclass(frozen=True)
+class SlowSteps:
+    """A run's decode steps slower than SLOW_STEP × its median step, by where they fell against the
+    page's redraw waits: at a wait (boxed), up to NEAR_WAIT forwards after one, or away from all."""
+    median_ms: float
+    boxed: int
+    after: int
+    away: int
+
+    @property
+    def slow(self) -> int:
+        return self.boxed + self.after + self.away
+
+
+def slow_steps(events: list[Event], waited: set[int]) -> SlowSteps | None:
+    """The run's slow decode steps counted against the waits; None with fewer than three decode steps."""
     decode = [(k, e.latency_ms) for k, e in enumerate(events) if e.phase == "decode"]
     if len(decode) < 3:
-        return ""
+        return None
     median = statistics.median(ms for _, ms in decode)
     slow = [k for k, ms in decode if ms > SLOW_STEP * median]
-    # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
-    limit = (f"{SLOW_STEP:g}× the median step (a limit of {SLOW_STEP * shown.sig3_value(median):.0f} ms; "
-             f"median {sig3(median)} ms, measured)")
-    if not slow:
-        return f" No decode step took longer than {limit}."
     boxed = [k for k in slow if k in waited]
     after = [k for k in slow if k not in waited and any(0 < k - w <= NEAR_WAIT for w in waited)]
-    away = len(slow) - len(boxed) - len(after)
-    parts = []
-    if len(boxed) == len(slow) > 1:
-        parts.append(f"all {len(boxed)} are boxed")
-    elif boxed:
-        parts.append(f"{len(boxed)} {'is' if len(boxed) == 1 else 'are'} boxed")
-    if after:
-        parts.append(f"{len(after)} came one or two steps after a boxed one")
-    if away:
-        parts.append(f"{away} {'is' if away == 1 else 'are'} away from every wait")
-    if len(slow) == 1:
-        text = f" One decode step was slower than {limit}: it " + ", ".join(parts).removeprefix("1 ") + "."
+    return SlowSteps(median, len(boxed), len(after), len(slow) - len(boxed) - len(after))
+
+
+def redraw_parts(events: list[Event]) -> list[tuple[str, dict[str, str]]]:
+    """The redraw note as (fragment of assets/lesson/redraws/, its values): the waits, then which slow
+    steps sit at or just after one and which do not; only those away from every wait are blamed on
+    other work on the cores. Nothing for a run that never waited."""
+    waited = waited_steps(events)
+    if not waited:
+        return []
+    total_ms = sum(events[k].waited_ms for k in waited)
+    total = f"{total_ms / 1000.0:.1f} s" if total_ms >= 100 else f"{total_ms:.0f} ms"
+    parts = [("waits_once" if len(waited) == 1 else "waits_many", {"n": str(len(waited)), "total": total})]
+    s = slow_steps(events, set(waited))
+    if s is None:
+        return parts
+    # the limit is multiplied from the printed median, so 1.5 × 42.7 reads as 64
+    limit = text("redraws/slow_limit", {"factor": f"{SLOW_STEP:g}", "median_ms": sig3(s.median_ms),
+                                        "limit_ms": f"{SLOW_STEP * shown.sig3_value(s.median_ms):.0f}"}).strip()
+    if s.slow == 0:
+        return [*parts, ("slow_none", {"limit": limit})]
+    if s.slow == 1:
+        which = "one_boxed" if s.boxed else "one_after" if s.after else "one_away"
+        parts.append((which, {"limit": limit}))
     else:
-        text = f" Of the {len(slow)} decode steps slower than {limit}, " + ", ".join(parts) + "."
-    if boxed or after:
-        text += (" A redraw's work does not end with the wait: the browser then draws the update it was sent, and "
-                 "when the browser runs on this computer, that drawing shares these cores with the next steps.")
-    if away:
-        text += (f" The {'one' if away == 1 else str(away)} away from every wait "
-                 f"{'was' if away == 1 else 'were'} not near a redraw of this page: what slowed "
-                 f"{'it' if away == 1 else 'them'} came from elsewhere, which the page cannot see (another "
-                 "reader's run or page, other programs on this shared machine, the processor changing speed).")
-    return text
+        counts = []
+        if s.boxed == s.slow:
+            counts.append(("part_all_boxed", s.boxed))
+        elif s.boxed:
+            counts.append(("part_boxed_one" if s.boxed == 1 else "part_boxed_many", s.boxed))
+        if s.after:
+            counts.append(("part_after", s.after))
+        if s.away:
+            counts.append(("part_away_one" if s.away == 1 else "part_away_many", s.away))
+        listed = ", ".join(text(f"redraws/{name}", {"n": str(n)}).strip() for name, n in counts)
+        parts.append(("slow_many", {"slow": str(s.slow), "limit": limit, "parts": listed}))
+    if s.boxed or s.after:
+        parts.append(("after_redraw", {}))
+    if s.away:
+        parts.append(("away_one" if s.away == 1 else "away_many", {"n": str(s.away)}))
+    return parts
 
 
 def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:

@@ -1,18 +1,18 @@
-"""Figures and summaries for the on-demand panels (cache comparison, batching): plain functions of the
-job results, so tests can check them without a browser."""
+"""Figures, tables and answer values for the on-demand panels (cache comparison, batching): plain
+functions of the job results, so tests can check them without a browser. Their details' words are
+app.views.live.panel_text's."""
 
 from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.shared import palette as pal
-from app.views.live.shown import gbs_text, ridge_text, sig3
+from app.views.live.shown import ridge_text
 
 MODE_STYLE = {"dynamic": (pal.BLUE, "solid", "cache on, dynamic (grows as it goes)"),
               "static": (pal.GREEN, "dot", "cache on, static (allocated up front)"),
@@ -23,7 +23,7 @@ MODE_SHORT = {"dynamic": "dynamic cache", "static": "static cache", "none": "no 
 MODE_MARKER = {"static": {"symbol": "circle-open", "size": 10, "line": {"width": 1.5}}}
 
 
-def _usable(result: dict[str, Any]) -> dict[str, list[float]]:
+def usable_modes(result: dict[str, Any]) -> dict[str, list[float]]:
     """Only the modes with data, trimmed to the length every mode has reached (they run in lockstep)."""
     modes = {m: v for m, v in result.get("modes", {}).items() if v}
     if not modes:
@@ -40,7 +40,7 @@ def compare_figure(result: dict[str, Any], whose: str = "Your prompt", where: st
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("Total time so far (measured)", "Each forward: ● measured, thin lines predicted"))
     predicted = result.get("predicted", {})
-    modes = _usable(result)
+    modes = usable_modes(result)
     shifts = _label_shifts({m: sum(v) / 1000 for m, v in modes.items()})
     for mode in sorted(modes, key=lambda m: m != "static"):
         latencies = modes[mode]
@@ -90,7 +90,7 @@ def _label_shifts(totals: dict[str, float]) -> dict[str, int]:
 def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     predicted = result.get("predicted", {})
-    for mode, latencies in _usable(result).items():
+    for mode, latencies in usable_modes(result).items():
         decode = latencies[1:] or [float("nan")]
         pred = [p for p in (predicted.get(mode) or [])[:len(latencies)] if p is not None]
         rows.append({"cache": MODE_SHORT.get(mode, mode), "forwards": len(latencies),
@@ -104,7 +104,7 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def compare_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, str]:
     """The cache answer's slots, the totals compare_summary prints ({} before both modes have two forwards)."""
-    modes = _usable(result)
+    modes = usable_modes(result)
     dyn, off = modes.get("dynamic") or [], modes.get("none") or []
     if len(dyn) < 2 or len(off) < 2:
         return {}
@@ -112,50 +112,7 @@ def compare_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, s
             "cache_badge": ":violet-badge[recorded]" if recorded else ":blue-badge[measured]"}
 
 
-def compare_summary(result: dict[str, Any], recorded: bool = False) -> str:
-    """Two or three sentences with the measured ratios, for beside the chart ('' before any data).
-    `recorded`: the result is a recording bundled with the app, made on another machine."""
-    modes = _usable(result)
-    if "dynamic" not in modes or len(modes["dynamic"]) < 2:
-        return ""
-    dyn = modes["dynamic"]
-    n, prompt = len(dyn), result.get("prompt_len", 0)
-    out = []
-    if "none" in modes:
-        off = modes["none"]
-        lead = "**Measured on the recording machine, not this server:**" if recorded else "**Measured:**"
-        out.append(f"{lead} without the cache these {n} forwards took **{sum(off) / 1000:.1f} s**, "
-                   f"**{sum(off) / sum(dyn):.1f}×** the {sum(dyn) / 1000:.1f} s with it. With the cache a decode "
-                   f"step feeds the model **1 new token**; without it, forward *k* feeds all {prompt} + *k* tokens "
-                   f"again, so every step is a prefill of the whole sequence so far "
-                   f"(here a mean of {_mean(off[1:]):.0f} ms per step, against {_mean(dyn[1:]):.0f} ms with the cache) and "
-                   f"the gap keeps "
-                   f"widening with every token.")
-        predicted = [(m, p) for m, p in zip(off, (result.get("predicted") or {}).get("none") or [], strict=False)
-                     if p]
-        if predicted:
-            gap = statistics.median(p / m for m, p in predicted) - 1  # < 0: the prediction is too fast
-            if abs(gap) > 0.10:  # beyond the typical error of its other predictions
-                whose = "The recording machine's latency model draws a no-cache line that" if recorded else \
-                    "The latency model's no-cache line"
-                out[-1] += (f" {whose} runs about {abs(gap):.0%} "
-                            f"{'below' if gap < 0 else 'above'} these measured forwards (median over them): it was "
-                            "fitted on cached decode steps and single prefills, and forwards that re-read the "
-                            "whole sequence at every step came out "
-                            f"{'slower' if gap < 0 else 'faster'} than it expects.")
-    if "static" in modes:
-        ratio = sum(modes["static"]) / sum(dyn)
-        verdict = ("within 10% of each other: at this length the difference is lost in the noise of the machine"
-                   if abs(ratio - 1) < 0.10 else
-                   f"the static cache took {ratio:.2f}× as long; run it again to see how much of that is noise")
-        out.append(f"**Static vs dynamic, as timed:** {sum(modes['static']) / 1000:.1f} s against "
-                   f"{sum(dyn) / 1000:.1f} s, {verdict}. The static cache allocates room for every position up "
-                   "front, so nothing is copied as it grows, but each step attends over the whole allocation; "
-                   "the dynamic cache attends over only what is filled but grows by copying.")
-    return "\n\n".join(out)
-
-
-def _mean(values: list[float]) -> float:
+def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
@@ -252,44 +209,24 @@ def _owner(where: str) -> str:
     return "" if where == "this machine" else f"{where.removeprefix('the ')}'s "
 
 
-def _step(row: dict[str, Any]) -> float:
+def step_ms(row: dict[str, Any]) -> float:
     return row["decode step ms (measured, median)"]
 
 
-def _rate(row: dict[str, Any]) -> float:
+def tokens_per_s(row: dict[str, Any]) -> float:
     return row["tokens/s (measured)"]
 
 
-def _gain(a: dict[str, Any], b: dict[str, Any]) -> float:
+def throughput_gain(a: dict[str, Any], b: dict[str, Any]) -> float:
     """How many times the throughput grew from row a to row b, from the step times the text prints
     (the table's rates are rounded to 0.1 tokens/s: 29.6 / 15.3 gives 1.93 where 2 × 65.56 / 67.5
     gives 1.94)."""
-    return (b["batch"] / a["batch"]) * (_step(a) / _step(b))
+    return (b["batch"] / a["batch"]) * (step_ms(a) / step_ms(b))
 
 
-def _num(value: float) -> str:
+def three_figures(value: float) -> str:
     """Three significant figures (whole numbers from 100 up), so a ratio beside it can be checked by hand."""
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _unforeseen_jump(rows: list[dict[str, Any]]) -> str:
-    """A sentence on the measured step up the predictor least expected, when it grew well past the
-    prediction ('' when every step grew about as predicted, or nothing was predicted)."""
-    worst, worst_excess = None, 1.2
-    for a, b in itertools.pairwise(rows):
-        pa, pb = a.get("decode step ms (predicted)"), b.get("decode step ms (predicted)")
-        if not pa or not pb:
-            continue
-        excess = (_step(b) / _step(a)) / (pb / pa)
-        if excess > worst_excess:
-            worst, worst_excess = (a, b, pa, pb), excess
-    if worst is None:
-        return ""
-    a, b, pa, pb = worst
-    return (f"The measured median step time rose most against the prediction from batch {a['batch']} to {b['batch']}: "
-            f"+{100 * (_step(b) / _step(a) - 1):.0f}% ({_num(_step(a))} → {_num(_step(b))} ms), where the latency "
-            f"model expected +{100 * (pb / pa - 1):.0f}% ({_num(pa)} → {_num(pb)} ms): its bytes and FLOPs do "
-            "not capture everything the CPU's matrix routines do with a few rows at once.")
 
 
 def batching_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, str]:
@@ -299,113 +236,12 @@ def batching_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, 
         return {}
     first, last = rows[0], rows[-1]
     crossover = result.get("compute_bound_from")
-    return {"batch_top": str(last["batch"]), "batch_step_growth": f"{_step(last) / _step(first):.1f}",
-            "batch_rate_growth": f"{_gain(first, last):.1f}",
-            "batch_last_gain": f"{_gain(rows[-2], last):.2f}",  # as the summary's step-by-step list prints it
+    return {"batch_top": str(last["batch"]), "batch_step_growth": f"{step_ms(last) / step_ms(first):.1f}",
+            "batch_rate_growth": f"{throughput_gain(first, last):.1f}",
+            "batch_last_gain": f"{throughput_gain(rows[-2], last):.2f}",  # as the summary's step-by-step list prints it
             "batch_turn": f"{crossover:.0f}" if crossover else "",
             "batch_badge": (":violet-badge[recorded]" if recorded else ":blue-badge[measured]")
             + " :orange-badge[predicted]"}
-
-
-def batching_summary(result: dict[str, Any], where: str = "this machine",
-                     here: dict[str, float] | None = None) -> str:
-    """What the batching result says, every figure in the text taken from the result beside it ('' before
-    two batch sizes are measured): the step time and throughput at both ends (measured), the gain of the
-    last doubling, and the batch where decode stops being bandwidth-bound, twice: the plain roofline
-    estimate (computed) and the latency model's crossover (predicted). `here`: the same roofline
-    estimate for this server (app.views.live.jobs.roofline_batch_with), when the result shown
-    was measured on another machine."""
-    rows = result.get("rows", [])
-    if len(rows) < 2:
-        return ""
-    first, last = rows[0], rows[-1]
-    b0, b1 = first["batch"], last["batch"]
-    t0, t1 = _step(first), _step(last)
-    r0, r1 = _rate(first), _rate(last)
-    lead = "**Measured:**" if where == "this machine" else f"**Measured on {where}, not this server:**"
-    out = [f"{lead} from batch {b0} to {b1} the step time grew **×{t1 / t0:.1f}** "
-           f"(median step {t0:g} → {t1:g} ms, as the table holds them) while {b1 / b0:g}× as many "
-           f"sequences shared each step, so the tokens per second grew **×{_gain(first, last):.1f}** "
-           f"({_num(r0)} → {_num(r1)} tokens/s)."]
-    doublings = [(a["batch"], b["batch"], _gain(a, b)) for a, b in zip(rows, rows[1:], strict=False)]
-    out[0] += (" Step by step up the batch sizes the throughput was multiplied by "
-               + ", ".join(f"×{g:.2f} ({a} → {b})" for a, b, g in doublings)
-               + f": ×{doublings[-1][1] / doublings[-1][0]:.0f} would mean the extra rows cost no time at all, "
-               "×1 that they gained nothing.")
-    jump = _unforeseen_jump(rows)
-    if jump:
-        out.append(jump)
-    roofline = result.get("roofline") or {}
-    crossover = result.get("compute_bound_from")
-    bullets = []
-    if roofline.get("batch"):
-        context = result.get("prompt_len")
-        at = f" at this panel's context ({context} prompt tokens plus a few generated)" if context else ""
-        ridge, intensity, est = shown_estimate(roofline)
-        bullets.append(f"- *Roofline estimate:* one decode step at batch 1 does **{intensity} FLOPs "
-                       f"per byte** it moves{at}, by the cost model's count, and {where}'s ridge point is "
-                       f"**{ridge} FLOP/byte** (its calibrated matmul speed over its memory "
-                       f"bandwidth{_speeds(roofline)}). Each "
-                       "extra row adds arithmetic but reads the same weights, so the FLOPs per byte grow about in "
-                       f"step with the batch and reach the ridge near batch {ridge} ÷ {intensity} ≈ "
-                       f"**{est:.0f}**.")
-    if crossover:
-        if crossover > b1:
-            side = "past the measured range, where only the dashed predicted line goes"
-        else:  # say what the measurement did past the predicted turn
-            below = [r for r in rows if r["batch"] <= crossover] or rows[:1]
-            at = below[-1]
-            side = (f"inside the measured range: measured, the throughput still grew ×{_gain(at, last):.2f} from "
-                    f"batch {at['batch']} to {b1}, so the measured curve bends gradually rather than at one batch")
-        bullets.append(f"- *Latency model:* its predicted arithmetic time, with coefficients fitted to "
-                       f"measured forwards, overtakes its time for reading weights, cache and activations from "
-                       f"batch ≈ **{crossover:.0f}** ({side}). From there each further row adds its own time and "
-                       "throughput grows ever more slowly.")
-    if here and here.get("batch"):
-        ridge_here, intensity_here, est_here = shown_estimate(here)
-        bullets.append(f"- *On this server:* its ridge, from the speeds calibrated when it started{_speeds(here)}, is "
-                       f"**{ridge_here} FLOP/byte**, and the same batch-1 step does "
-                       f"{intensity_here} FLOPs per byte, so the same estimate gives batch ≈ "
-                       f"**{est_here:.0f}** here (in words only: the chart holds {where}'s numbers alone). "
-                       "Press the button to measure this server's own curve.")
-    if bullets:
-        out.append("**Where decode stops being bandwidth-bound:** " + _in_short(roofline, crossover, here, where)
-                   + "\n" + "\n".join(bullets))
-        if crossover and roofline.get("batch"):
-            out.append("The two differ because the latency model also counts the cache and activation bytes that grow "
-                       "with every row, and how fast the machine really ran each kind of "
-                       "work; the estimate uses the bare ceilings and the batch-1 step alone. A GPU, with far more "
-                       "FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
-        else:
-            out.append("A GPU, with far more FLOP/s per byte of bandwidth, keeps gaining to much larger batches.")
-    return "\n\n".join(out)
-
-
-def _in_short(roofline: dict[str, Any], crossover: float | None, here: dict[str, float] | None,
-              where: str) -> str:
-    """One answer first, then why the page gives several: each is a different machine or a different rule."""
-    est = shown_estimate(roofline)[2] if roofline.get("batch") else None
-    parts = []
-    if here and here.get("batch"):
-        parts.append(f"on this server at about batch **{shown_estimate(here)[2]:.0f}** by the roofline rule of "
-                     "thumb")
-        if est:
-            parts.append(f"on {where}, with its own ridge, near **{est:.0f}** by the same rule")
-    elif est:
-        parts.append(f"at about batch **{est:.0f}** by the roofline rule of thumb")
-    if crossover:
-        whose = f"{where}'s" if here and here.get("batch") and where != "this machine" else "the"
-        parts.append(f"{whose} latency model turns later, at ≈ **{crossover:.0f}**, because it counts "
-                     "costs the rule of thumb leaves out")
-    return ("; ".join(parts) + ". In detail:") if parts else ""
-
-
-def _speeds(roofline: dict[str, float]) -> str:
-    """": 102 GFLOP/s ÷ 15.80 GB/s" when a roofline estimate carries the ceilings it divided."""
-    peak, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
-    if not peak or not bw:
-        return ""
-    return f": {sig3(peak / 1e9)} GFLOP/s ÷ {gbs_text(bw)} GB/s"
 
 
 def shown_estimate(roofline: dict[str, float]) -> tuple[str, str, float]:
@@ -417,66 +253,3 @@ def shown_estimate(roofline: dict[str, float]) -> tuple[str, str, float]:
     intensity = f"{roofline['decode_intensity']:.2f}"
     return ridge, intensity, float(ridge) / float(intensity)
 
-
-def two_recordings(compare: dict[str, Any], batching: dict[str, Any], dates: tuple[str, str],
-                   bandwidths: tuple[float | None, float | None]) -> str:
-    """Why the cache recording's decode step and the batching recording's batch-1 step differ, when
-    both panels show their recordings: two sessions, named by date and by the weight stream each latency model
-    fitted (`dates` and `bandwidths` in bytes/s: cache recording first; "" without the figures)."""
-    dyn = (_usable(compare).get("dynamic") or [])[1:]
-    first = next((r for r in batching.get("rows", []) if r.get("batch") == 1), None)
-    if not dyn or first is None or not all(bandwidths):
-        return ""
-    return (f"**Two recordings, two sessions:** the cache panel's recording ({dates[0]}) has decode steps "
-            f"of **{_mean(dyn):.0f} ms** on average with the cache; this one ({dates[1]}) a batch-1 "
-            f"step of **{_num(_step(first))} ms** (median). They were made on different days on the same kind of "
-            f"machine, which streamed this model's weights at {gbs_text(bandwidths[0])} GB/s and "
-            f"{gbs_text(bandwidths[1])} GB/s (each latency model's weight stream, not the ceiling a roofline "
-            "divides by): a shared machine's speed moves between sessions, and the prompts differ too.")
-
-
-def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: dict[str, float] | None = None,
-                         here_roof: dict[str, float] | None = None) -> str:
-    """Sentences putting a recording's number beside this server's for the same quantity, both
-    figures given ('' without pairs). A reader who sees a prefill of 130 ms in the recording and of
-    279 ms in their own run above must be told the two are different machines, not left to wonder.
-    `pairs`: (what, ms on the recording machine, ms in the reader's last run here). With both machines'
-    roofline estimates (which carry their calibrated ceilings), a sentence on how the two machines'
-    ceilings differ: a prefill can be faster there while a decode step is faster here."""
-    if not pairs:
-        return ""
-    lines = [f"**The recording beside your run:** {what} took **{_num(recorded)} ms** on the recording machine "
-             f"and **{_num(here)} ms** in your last run on this server, "
-             f"{_how_far(recorded, here)}." for what, recorded, here in pairs]
-    ceilings = _ceilings_sentence(recorded_roof or {}, here_roof or {})
-    if ceilings:
-        lines.append(ceilings)
-    lines.append("The recording was made at another moment on the computer its caption names, which may differ "
-                 "from this one; a shared machine's speed also comes and goes with the other work on it, so compare "
-                 "the recording's shapes, and press the button for this server's own milliseconds.")
-    return " ".join(lines)
-
-
-def _ceilings_sentence(recorded: dict[str, float], here: dict[str, float]) -> str:
-    """The two machines' calibrated ceilings side by side, and which phase each one speeds up."""
-    keys = ("peak_flops_per_s", "bandwidth_bytes_per_s")
-    if not all(recorded.get(k) and here.get(k) for k in keys):
-        return ""
-    flops_there, bw_there = recorded[keys[0]], recorded[keys[1]]
-    flops_here, bw_here = here[keys[0]], here[keys[1]]
-    return (f"The two computers' calibrated ceilings differ too: matrix arithmetic at {sig3(flops_there / 1e9)} "
-            f"GFLOP/s on the recording machine against {sig3(flops_here / 1e9)} here, memory bandwidth "
-            f"{gbs_text(bw_there)} GB/s against {gbs_text(bw_here)} here. A long prompt's prefill leans on "
-            "arithmetic and a decode step on weight reads, so the two can differ by different factors; a short "
-            "prompt's prefill, a few dozen tokens, also carries the fixed cost of every layer, which neither "
-            "ceiling measures.")
-
-
-def _how_far(recorded: float, here: float) -> str:
-    """The two times as a ratio in words, the slower side named."""
-    ratio = here / recorded
-    if 1 / 1.1 < ratio < 1.1:
-        return "within 10% of each other"
-    if ratio > 1:
-        return f"{ratio:.1f}× as long here"
-    return f"{1 / ratio:.1f}× as long on the recording machine"

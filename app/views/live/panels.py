@@ -23,7 +23,7 @@ import streamlit as st
 
 from app.shared import experiment_results as results
 from app.shared.model import cached_ceilings, get_queue
-from app.views.live import lesson, panel_figures, presenter, sections, state
+from app.views.live import lesson, panel_figures, panel_text, presenter, sections, state
 from app.views.live.jobs import (
     BATCH_PROMPT,
     BATCH_SIZES,
@@ -172,8 +172,8 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
             with answer_slot.container():
                 sections.render_answer("cache", {**values, **panel_figures.compare_answer_values(
                     shown.result, recorded=shown.source == "bundled")})
-        summary = panel_figures.compare_summary(shown.result, recorded=shown.source == "bundled")
-        beside = panel_figures.recording_beside_run(_compare_pairs(shown, _live_run()))
+        summary = panel_text.compare_summary(shown.result, recorded=shown.source == "bundled")
+        beside = panel_text.recording_beside_run(_compare_pairs(shown, _live_run()))
         # a recording set beside the reader's run carries its own caveat (recording_beside_run)
         caveat = results.RECORDING_CAVEAT if shown.source == "bundled" and not beside else ""
     with right, st.expander("How we know: the comparison"):
@@ -250,8 +250,8 @@ def _batching_body(loaded: Any) -> None:
         with answer_slot.container():
             sections.render_answer("batching", panel_figures.batching_answer_values(
                 shown.result, recorded=shown.source == "bundled"))
-        summary = panel_figures.batching_summary(shown.result, where, here)
-        beside = panel_figures.recording_beside_run(_batching_pairs(shown, _live_run()),
+        summary = panel_text.batching_summary(shown.result, where, here)
+        beside = panel_text.recording_beside_run(_batching_pairs(shown, _live_run()),
                                                     shown.result.get("roofline"), here)
         caveat = results.RECORDING_CAVEAT if shown.source == "bundled" and not beside else ""  # beside has its own
         details += [t for t in (summary, beside, caveat, _two_recordings(shown)) if t]
@@ -270,7 +270,7 @@ def _two_recordings(batching: results.Measurement) -> str:
         return ""
     def bandwidth(m: results.Measurement) -> float | None:
         return (m.provenance.get("predictor") or {}).get("bandwidth_bytes_per_s")
-    return panel_figures.two_recordings(
+    return panel_text.two_recordings(
         compare.result, batching.result,
         tuple(f"{m.measured_at.day} {m.measured_at:%B}" for m in (compare, batching)),
         (bandwidth(compare), bandwidth(batching)))
