@@ -524,13 +524,16 @@ def test_the_gqa_chart_says_what_its_brightness_is_and_which_head_stands_out():
 
     events = [Event(phase="decode", positions=[k, k + 1], token_id=1, token_text="a", latency_ms=1.0,
                     kv_seq_len=k + 1, kv_shapes=[], kv_norms=_norms([2.0, 6.0 + k % 2, 2.0])) for k in range(10)]
-    text = lesson.layer_heads_sentence(events, 3, 1, "key")
-    assert "length (L2 norm) of the key vector each KV head stored" in text and "layer 1" in text
-    assert "KV head 1 is the bright one: its keys average 6.5, 3.2× the other heads' 2.0" in text
-    assert "longest at 100% of the 10 positions." in text and "projection weights" in text
-    flat = lesson.layer_heads_sentence(events, 3, 1, "value")
-    assert "No head stands out here" in flat and "bright one" not in flat
-    assert lesson.layer_heads_sentence([], 3, 1) == ""
+    name, values = lesson.layer_heads(events, 3, 1, "key")
+    assert name == "weights"  # the longest at every position: its projection weights, not the tokens
+    assert values == {"which": "key", "layer": "1", "top": "1", "top_mean": "6.5", "others_mean": "2.0",
+                      "ratio": "3.2", "n": "10", "longest_pct": "100%"}
+    assert lesson.layer_heads(events, 3, 1, "value")[0] == "flat"
+    assert lesson.head_reading(6.5, 2.0, 0.5) == "bright" and lesson.head_reading(2.5, 2.0, 1.0) == "flat"
+    assert lesson.layer_heads(events, 1, 1, "key") == (None, {"which": "key", "layer": "1"})
+    text = lesson.layer_heads_sentence(events, 3, 1, "key", batch=2)
+    assert text.startswith(lesson.reading("heads_what", "batch", values)) and "[[" not in text
+    assert lesson.layer_heads_sentence([], 3, 1) == "" and lesson.layer_heads([], 3, 1) is None
 
 
 def _last_digit(printed: str) -> float:

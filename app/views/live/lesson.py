@@ -165,6 +165,18 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     return v
 
 
+# A mean decode step this many times the median is said to be pulled up by a few slow steps.
+MEAN_PULLED = 1.05
+# Below this many ms per step, the latency model's fitted cache term is too small to read a cost from.
+KV_TERM_VISIBLE_MS = 0.05
+
+
+def kv_share_reading(kv_term_ms: float | None, kv_bytes: float) -> str:
+    """"copying" when the latency model fitted a cache term big enough to read (a byte of cache then
+    has its own cost against a byte of weights), else "small": the cache is too small to show yet."""
+    return "copying" if kv_term_ms and kv_bytes and kv_term_ms >= KV_TERM_VISIBLE_MS else "small"
+
+
 # A decode step this many times the run's median step reads as slow in the latency text.
 SLOW_STEP = 1.5
 # The redraw's work can run on past the wait (the browser drawing the update the redraw sent, when it
@@ -287,15 +299,11 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         if bw:
             side = "past" if weights_gbs > shown.gbs_value(bw) else "short"
             v["weights_reading"] = reading("weights_stream", side, {"ceiling_gbs": f"{gbs_text(bw)} GB/s"})
-    kv_share = (f"this step moves {fmt_bytes(kv_bytes)} of cache against {fmt_bytes(weight_bytes)} of weights "
-                "and activations, too little to show at this length; it grows with every token")
+    share = {"kv_bytes": fmt_bytes(kv_bytes), "weight_bytes": fmt_bytes(weight_bytes)}
     if terms.get("memory") and terms.get("kv") and kv_bytes:
-        ratio = (terms["kv"] / kv_bytes) / (terms["memory"] / weight_bytes)
-        if terms["kv"] >= 0.05:
-            kv_share = (f"this cache grows by copying itself at every step, so in the latency model's fitted "
-                        f"coefficients a byte of cache costs about "
-                        f"{ratio:.1f}× a byte of weights")
-    v["kv_sentence"] = kv_share
+        share["kv_cost_ratio"] = f"{(terms['kv'] / kv_bytes) / (terms['memory'] / weight_bytes):.1f}"
+    which = kv_share_reading(terms.get("kv"), kv_bytes) if "kv_cost_ratio" in share else "small"
+    v["kv_sentence"] = reading("kv_share", which, share)
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = sig3(measured)  # as the batching panel's "your last run" prints it
@@ -303,10 +311,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         side = "past" if shown.sig3_value(measured) <= paper_ms else "short"
         v["paper_share_reading"] = reading("paper_share", side, v)
     mean = statistics.fmean(e.latency_ms for e in decode)
-    v["mean_note"] = (f" (a few slow steps, the diamonds far above the bars, pull the mean up to {mean:.0f} ms: "
-                      "other work on this computer landed in them, such as a browser drawing this page on the same machine "
-                      "or other readers' runs and pages)"
-                      if mean > 1.05 * measured else "")
+    v["mean_note"] = " " + reading("mean_note", "pulled", {"mean_ms": f"{mean:.0f}"}) if mean > MEAN_PULLED * measured else ""
     fast = sum(1 for e in decode if e.predicted_ms is not None and e.predicted_ms < e.latency_ms)
     # from the printed figures, so the gap a reader subtracts is the gap the sentence gives
     v["rest_sentence"] = _rest_sentence(shown.sig3_value(measured), shown.whole_value(pred), fast / len(decode))
@@ -504,12 +509,27 @@ def _prefill_split(terms_ms: dict[str, float], tokens: int) -> str:
 # A head whose vectors are this many times as long as the others' (mean over positions) stands out
 # in the layer chart; the sentence under it then names the head and says why.
 STANDS_OUT = 1.3
+# A brightest head that is the longest at this share of positions owes it to its projection weights.
+WEIGHTS_SHARE = 0.8
 
 
 def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which: str = "key",
                          batch: int = 1) -> str:
     """What the brightness of the per-layer head chart is, and, when one head is brighter than the
-    rest, by how much and where that comes from, counted from the run's vectors ('' without them).
+    rest, by how much and where that comes from ('' without the run's vectors): layer_heads in words."""
+    found = layer_heads(events, n_kv_heads, layer, which)
+    if found is None:
+        return ""
+    name, values = found
+    what = reading("heads_what", "batch" if batch > 1 else "one", values)
+    return what if name is None else what + " " + reading("heads", name, values)
+
+
+def layer_heads(events: list[Event], n_kv_heads: int, layer: int,
+                which: str = "key") -> tuple[str | None, dict[str, str]] | None:
+    """(head_reading, its values) counted from the run's vectors: each KV head's mean length, the
+    brightest head and how often it is the longest; (None, values) for a layer of one KV head, None
+    without vectors.
 
     Every KV head of a layer projects the same input vector at a position, so a head that is the
     longest at nearly every position owes it to its own projection weights, not to the tokens."""
@@ -519,24 +539,24 @@ def layer_heads_sentence(events: list[Event], n_kv_heads: int, layer: int, which
             for h, norms in enumerate(e.kv_norms[which][layer][:n_kv_heads]):
                 rows[h].extend(norms)
     if not rows or not rows[0]:
-        return ""
-    what = (f"Brightness is the length (L2 norm) of the {which} vector each KV head stored in the cache "
-            f"at that position, in layer {layer}{', for the first sequence of the batch' if batch > 1 else ''}, as read from the cache.")
+        return None
+    values = {"which": which, "layer": str(layer)}
     if n_kv_heads < 2:
-        return what
+        return None, values
     means = [statistics.fmean(r) for r in rows]
     top = max(range(n_kv_heads), key=means.__getitem__)
     others = statistics.fmean(m for h, m in enumerate(means) if h != top)
-    if not others or means[top] < STANDS_OUT * others:
-        return what + (f" No head stands out here: the longest, KV head {top}, averages {means[top]:.1f} against "
-                       f"{others:.1f} for the others.")
     n = len(rows[top])
     longest = sum(1 for i in range(n) if all(rows[top][i] >= rows[h][i] for h in range(n_kv_heads))) / n
-    text = what + (f" KV head {top} is the bright one: its {which}s average {means[top]:.1f}, "
-                   f"{means[top] / others:.1f}× the other heads' {others:.1f}, and it is the longest at "
-                   f"{longest:.0%} of the {n} positions.")
-    if longest >= 0.8:
-        text += (" Every head of a layer projects the same input vector at a position, so a head that is "
-                 "longest nearly everywhere owes it to its own projection weights (the matrix that turns that "
-                 f"input vector into the head's {which}s), learned in training, not to particular tokens.")
-    return text
+    values.update(top=str(top), top_mean=f"{means[top]:.1f}", others_mean=f"{others:.1f}", n=str(n),
+                  ratio=f"{means[top] / others:.1f}" if others else "", longest_pct=f"{longest:.0%}")
+    return head_reading(means[top], others, longest), values
+
+
+def head_reading(top_mean: float, others_mean: float, longest: float) -> str:
+    """"flat" when no KV head is STANDS_OUT times the others' mean length; else "bright", or "weights"
+    when the brightest head is the longest at WEIGHTS_SHARE of the positions or more: then its own
+    projection weights, not particular tokens, make it so."""
+    if not others_mean or top_mean < STANDS_OUT * others_mean:
+        return "flat"
+    return "weights" if longest >= WEIGHTS_SHARE else "bright"
