@@ -97,9 +97,8 @@ def embedded_model():
 def pytest_collection_finish(session):
     """Before the first test: measure this machine once (its calibration and the latency fit, saved
     in PDLAB_CACHE_DIR where every server and test reads them) while nothing else runs, then start
-    the real engines the engine tests need in the background, one after the other
-    (tests/early_engine.py), so their minutes of start-up overlap the other tests instead of adding
-    to them."""
+    the real engine the engine tests need in the background (tests/early_engine.py), so its minutes
+    of start-up overlap the other tests instead of adding to them."""
     if session.config.option.collectonly:
         return
     items = session.items
@@ -112,16 +111,14 @@ def pytest_collection_finish(session):
         ensure_fitted(_embedded())  # calibrates first when no calibration is cached
         if reporter is not None:
             reporter.write_line(f"host calibration and latency fit ready ({time.monotonic() - started:.0f} s)")
-    wanted = [name for fixture, name in (("vllm", "vllm-b2048"), ("vllm_prefix", "vllm-b256-pc"))
-              if any(fixture in getattr(i, "fixturenames", ()) for i in items)]
-    if wanted:
+    # Only the first vLLM starts early: starting the prefix-cache one after it too moved its start off
+    # the end of the run but slowed the tests beside it by as much (two cores leave little CPU idle).
+    if any("vllm" in getattr(i, "fixturenames", ()) for i in items):
         from tests.early_engine import start_early
 
-        for before, name in zip([None, *wanted], wanted, strict=False):
-            start_early(name, after=before)  # one after the other, never two starts at once
+        start_early("vllm-b2048")
         if reporter is not None:
-            reporter.write_line(f"starting in the background for the engine tests (they run last): "
-                                f"{', '.join(wanted)}")
+            reporter.write_line("vLLM starting in the background for the engine tests (they run last)")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -295,8 +292,9 @@ def page(browser):
 
 def pytest_collection_modifyitems(config, items):
     """Real-engine tests (tests/engines) run after every other test, the browser tests included,
-    never beside them: an engine holds gigabytes and both cores. The tests on the second vLLM, with
-    its prefix cache on, come next, and a test that kills its engine runs last of all. The sort is stable, so every other test keeps its order."""
+    never beside them: an engine holds gigabytes and both cores. The tests that start a second vLLM
+    with its prefix cache on come next (its start then shares the cores with no measurement), and a
+    test that kills its engine runs last of all. The sort is stable, so every other test keeps its order."""
     def rank(item) -> int:
         if item.get_closest_marker("kills_engine"):
             return 3

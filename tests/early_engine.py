@@ -6,11 +6,6 @@ tests find it answering. It starts at the lowest CPU priority (nice 19, inherite
 that starts it: Linux niceness is per thread), so it takes only the CPU the other tests leave idle,
 and goes back to normal priority once it answers (where the user may raise priority: root; elsewhere
 it stays low, which only the engine's own start can feel).
-
-A second engine (the prefix-cache vLLM) starts the same way once the first answers, never beside it:
-two starts at once would each take twice as long and both cores. The engine tests wait for every
-early start to end before they measure (`wait_for_starts`), so no start shares the cores with a
-measurement.
 """
 
 from __future__ import annotations
@@ -37,9 +32,8 @@ def renice_group(pgid: int, value: int) -> None:
 
 
 class EarlyEngine:
-    def __init__(self, name: str, after: EarlyEngine | None = None) -> None:
+    def __init__(self, name: str) -> None:
         self.setting = SETTINGS[name]
-        self.after = after
         self.ready = threading.Event()
         self.live: LiveEngine | None = None
         self.error: BaseException | None = None
@@ -49,8 +43,6 @@ class EarlyEngine:
 
     def _start(self) -> None:
         try:
-            if self.after is not None:
-                self.after.ready.wait(960)  # one start at a time
             os.nice(19)  # this thread only, and so the engine it starts
             session = started(self.setting, progress=None, timeout_s=900)
             live = session.__enter__()
@@ -85,16 +77,9 @@ class EarlyEngine:
 _EARLY: dict[str, EarlyEngine] = {}
 
 
-def start_early(name: str, after: str | None = None) -> None:
-    """Start `name` in the background; with `after`, once that early engine's start has ended."""
+def start_early(name: str) -> None:
     if name not in _EARLY and installed(SETTINGS[name].engine):
-        _EARLY[name] = EarlyEngine(name, _EARLY.get(after) if after else None)
-
-
-def wait_for_starts(timeout_s: float = 960) -> None:
-    """Return once no early engine is still starting (each has answered or failed)."""
-    for engine in list(_EARLY.values()):
-        engine.ready.wait(timeout_s)
+        _EARLY[name] = EarlyEngine(name)
 
 
 def early(name: str) -> EarlyEngine | None:

@@ -46,6 +46,11 @@ def test_a_follow_up_continues_the_last_runs_cache_and_times_the_turn_from_scrat
     assert "—" not in details and f"only the other {turn['new_tokens']}" in details  # every slot filled
     fig = follow_up.figure(values)
     assert list(fig.data[0].x) == [float(values["ttft"]), float(values["scratch"])]
+    # a kept turn slower than the one from scratch (other work in its prefill) is drawn whole, its label
+    # inside the axis, under a title short enough for the chart's width
+    slow = follow_up.figure({**values, "ttft": "298", "scratch": "233"})
+    assert slow.layout.xaxis.range[1] >= 298 * 1.2
+    assert len(slow.layout.title.text) <= 80 and slow.layout.title.text == follow_up.title(298.0, 233.0)
     # the grid: the kept positions drawn from the prefill's own norms, marked apart from the new ones
     patch = figures.kv_patch(second.events, 0, second.ctx)
     assert patch["cols"]["0"]["x"] == list(range(len(ids)))

@@ -12,7 +12,7 @@ import pytest
 
 from core.engines.launch import SETTINGS
 from core.engines.session import installed, started
-from tests.early_engine import early, wait_for_starts
+from tests.early_engine import early
 
 
 def _start(name: str, required: bool):
@@ -29,32 +29,24 @@ def _start(name: str, required: bool):
 def vllm():
     """Started in the background when the tests were collected (tests/early_engine.py), so its start
     overlapped the other tests; started here only when it was not."""
-    yield from _early_or_started("vllm-b2048")
+    engine = early("vllm-b2048")
+    if engine is None:
+        with _start("vllm-b2048", required=True) as live:
+            yield live
+        return
+    try:
+        yield engine.take()
+    finally:
+        engine.stop()
 
 
 @pytest.fixture(scope="session")
 def vllm_prefix():
-    """vLLM at a budget of 256 with its prefix cache on (vllm-b256-pc), for the tests that measure the
-    cache (marker prefix_engine, after the other engine tests): started in the background after the
-    first vLLM answered, or here when it was not."""
-    yield from _early_or_started("vllm-b256-pc")
-
-
-def _early_or_started(name: str):
-    """The engine started early, once every early start has ended (so none shares the cores with the
-    measurements that follow), or one started here and now."""
-    engine = early(name)
-    if engine is None:
-        wait_for_starts()
-        with _start(name, required=True) as live:
-            yield live
-        return
-    try:
-        live = engine.take()
-        wait_for_starts()
+    """vLLM at a budget of 256 with its prefix cache on (vllm-b256-pc): started only for the tests that
+    measure the cache, which run after the other engine tests (marker prefix_engine), so its start
+    never shares the cores with a measurement."""
+    with _start("vllm-b256-pc", required=True) as live:
         yield live
-    finally:
-        engine.stop()
 
 
 @pytest.fixture(scope="session")
