@@ -470,7 +470,7 @@ def test_the_latency_text_blames_other_work_only_for_slow_steps_away_from_every_
     limit = lesson.text("redraws/slow_limit", {"factor": "1.5", "limit_ms": "15", "median_ms": "10.0"}).strip()
     assert parts[1][1] == {"slow": "3", "limit": limit, "parts": ", ".join(
         lesson.text(f"redraws/{n}", {"n": "1"}).strip() for n in ("part_boxed_one", "part_after", "part_away_one"))}
-    assert lesson.pause_note(mixed).startswith(" ") and "[[" not in lesson.pause_note(mixed)
+    assert lesson.pause_note(mixed).startswith(" ") and "—" not in lesson.pause_note(mixed)
     assert lesson.redraw_parts(_with(events, {}, {3: 40.0}))[0] == ("waits_once", {"n": "1", "total": "40 ms"})
     assert names({3: 30.0, 5: 25.0}, {3: 500.0}) == ["waits_once", "slow_many", "after_redraw"]  # nothing blamed away
     assert names({3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0}) == ["waits_many", "slow_many", "after_redraw"]
@@ -532,7 +532,7 @@ def test_the_gqa_chart_says_what_its_brightness_is_and_which_head_stands_out():
     assert lesson.head_reading(6.5, 2.0, 0.5) == "bright" and lesson.head_reading(2.5, 2.0, 1.0) == "flat"
     assert lesson.layer_heads(events, 1, 1, "key") == (None, {"which": "key", "layer": "1"})
     text = lesson.layer_heads_sentence(events, 3, 1, "key", batch=2)
-    assert text.startswith(lesson.reading("heads_what", "batch", values)) and "[[" not in text
+    assert text.startswith(lesson.reading("heads_what", "batch", values)) and "—" not in text
     assert lesson.layer_heads_sentence([], 3, 1) == "" and lesson.layer_heads([], 3, 1) is None
 
 

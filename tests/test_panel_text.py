@@ -12,6 +12,19 @@ from app.views.live.lesson import LESSON_DIR
 from tests.test_panels import _compare_result
 
 
+@pytest.fixture(scope="module")
+def run_data(tiny_model):
+    """A short run of the tiny model with its context: what the redraw notes are counted on."""
+    from app.shared.context import Ceilings, build_context
+    from core.runner import GenerationSettings, generate_trace
+    from tests.test_figures import MAX_NEW, _annotator
+
+    trace = generate_trace(tiny_model, "hi <b>&", GenerationSettings(max_new_tokens=MAX_NEW, stop_on_eos=False),
+                           annotate=_annotator(tiny_model))
+    ctx = build_context(tiny_model, trace.prompt_token_ids, MAX_NEW, 1, "dynamic", Ceilings(7e9, 7e10, None, "test"))
+    return trace.events, ctx
+
+
 def _names(paragraphs) -> list[list[str]]:
     return [[name for name, _ in paragraph] for paragraph in paragraphs]
 
@@ -182,27 +195,76 @@ def _every_case():
     jumpy = _batching(compute_bound_from=12.0)
     jumpy["rows"] = [{**r, "decode step ms (predicted)": predicted[r["batch"]]} for r in jumpy["rows"]]
     jumpy["rows"][2]["decode step ms (measured, median)"] = 95.0
-    for r in (_batching(), jumpy, _batching(roofline=RECORDING_ROOF, compute_bound_from=None)):
+    # a ridge that prints as 0.0 gives no estimate to lead with: the heading stands bare
+    no_lead = _batching(roofline={"ridge_flop_per_byte": 0.01, "decode_intensity": 0.5, "batch": 0.02},
+                        compute_bound_from=None)
+    for r in (_batching(), jumpy, _batching(roofline=RECORDING_ROOF, compute_bound_from=None), no_lead):
         yield panel_text.batching_parts(r), panel_text.batching_parts(r, "the recording machine", HERE_ROOF)
     yield (panel_text.beside_run_parts([("x", 100.0, 105.0), ("y", 150.0, 100.0), ("z", 100.0, 150.0)],
                                        RECORDING_ROOF, HERE_ROOF),)
     yield (panel_text.two_recordings_parts(res, _batching(), ("a", "b"), (1e10, 2e10)),)
 
 
-def test_every_fragment_is_used_and_every_slot_filled():
-    """Each part fills every slot of its fragment, the filled text keeps no slot or dash placeholder,
-    and every fragment in assets/lesson/panels/ is reached by some case (none is dead text)."""
-    used = set()
+def test_every_fragment_is_reached_and_every_slot_filled(monkeypatch, run_data):
+    """Every fill of a fragment, across the panel cases, the redraw notes and the heads sentence, has
+    a value for each of its slots (a missing one would print as a dash), and every fragment in
+    assets/lesson/panels/ and assets/lesson/redraws/ is reached by some case (none is dead text)."""
+    from tests.test_figures import _with
+
+    filled: list[str] = []
+    plain_fill = lesson.fill
+
+    def strict_fill(template, values=None):
+        missing = set(lesson.slots(template)) - set(values or {})
+        assert not missing, (template[:80], missing)
+        filled.append(template)
+        return plain_fill(template, values)
+
+    monkeypatch.setattr(lesson, "fill", strict_fill)
     for group in _every_case():
         for paragraphs in group:
-            for paragraph in paragraphs:
-                for name, values in paragraph:
-                    used.add(name)
-                    missing = set(lesson.slots(lesson.raw(f"panels/{name}"))) - set(values)
-                    assert not missing, (name, missing)
             text = panel_text.render(paragraphs)
-            assert "[[" not in text and " — " not in text and not re.search(r"\bNone\b|\bnan\b", text)
-    inline = {"lead_here", "lead_recorded", "no_cache_whose_here", "no_cache_whose_recorded", "static_noise",
-              "static_ratio", "how_far_close", "how_far_here", "how_far_there", "in_short_here", "in_short_there",
-              "in_short_rule", "in_short_model", "roofline_at", "speeds", "crossover_past", "crossover_inside"}
-    assert {p.stem for p in (LESSON_DIR / "panels").glob("*.md")} == used | inline
+            assert not re.search(r"\bNone\b|\bnan\b", text)
+    events, ctx = run_data
+    for steps, waits in (({3: 30.0, 4: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}), ({}, {3: 40.0}), ({}, {3: 500.0}),
+                         ({3: 30.0}, {3: 500.0}), ({4: 30.0}, {3: 500.0}), ({9: 30.0}, {3: 500.0}),
+                         ({8: 30.0, 9: 40.0}, {3: 500.0}), ({3: 30.0, 6: 25.0, 9: 40.0}, {3: 500.0, 6: 400.0}),
+                         ({3: 30.0, 6: 25.0}, {3: 500.0, 6: 400.0})):
+        lesson.pause_note(_with(events, steps, waits))
+    reached = set(filled)
+    for folder in ("panels", "redraws"):
+        for path in (LESSON_DIR / folder).glob("*.md"):
+            assert lesson.raw(f"{folder}/{path.stem}") in reached, f"{folder}/{path.stem} is never used"
+
+
+def test_the_readings_the_lesson_fills_have_every_slot(run_data):
+    """The decode answer's cache sentence, mean note and the heads sentence: each reading's fragment
+    filled with the values its caller gives leaves no dash."""
+    from core.trace import Event
+    from tests.test_figures import _norms
+
+    values = {"kv_bytes": "1 kB", "weight_bytes": "2 MB", "kv_cost_ratio": "4.3"}
+    for which in ("small", "copying"):
+        assert "—" not in lesson.reading("kv_share", which, values)
+    assert "—" not in lesson.reading("mean_note", "pulled", {"mean_ms": "70"})
+    assert lesson.kv_share_reading(0.2, 40.0, 1e5) == "copying"
+    assert lesson.kv_share_reading(0.01, 40.0, 1e5) == "small"  # under KV_TERM_VISIBLE_MS: nothing to read
+    assert lesson.kv_share_reading(0.2, None, 1e5) == "small"  # no weights term to set it against
+    for per_head in ([2.0, 6.0, 2.0], [2.0, 2.2, 2.0]):
+        events = [Event(phase="decode", positions=[k, k + 1], token_id=1, token_text="a", latency_ms=1.0,
+                        kv_seq_len=k + 1, kv_shapes=[], kv_norms=_norms(per_head)) for k in range(4)]
+        for batch in (1, 2):
+            assert "—" not in lesson.layer_heads_sentence(events, 3, 1, "key", batch)
+
+
+def test_the_details_render_as_paragraphs_with_their_bullets_on_their_own_lines():
+    text = panel_text.batching_summary(_batching())
+    paragraphs = text.split("\n\n")
+    assert len(paragraphs) == 3 and paragraphs[0].startswith(panel_text.lead(False))
+    head, *bullets = paragraphs[1].split("\n")
+    assert head.startswith(panel_text.words("batching_where_bare")) and head.endswith("In detail:")
+    assert len(bullets) == 2 and all(b.startswith("- ") for b in bullets)
+    assert "—" not in text and not re.search(r"core|predictor\.|compute_bound", text)  # plain words, no code names
+    # nothing said about a figure the result lacks: no roofline estimate, no bullet for it
+    bare = panel_text.batching_parts({"rows": _batching()["rows"], "compute_bound_from": 20.0})
+    assert _names(bare)[1] == ["batching_where", "batching_latency"]

@@ -171,10 +171,13 @@ MEAN_PULLED = 1.05
 KV_TERM_VISIBLE_MS = 0.05
 
 
-def kv_share_reading(kv_term_ms: float | None, kv_bytes: float) -> str:
-    """"copying" when the latency model fitted a cache term big enough to read (a byte of cache then
-    has its own cost against a byte of weights), else "small": the cache is too small to show yet."""
-    return "copying" if kv_term_ms and kv_bytes and kv_term_ms >= KV_TERM_VISIBLE_MS else "small"
+def kv_share_reading(kv_term_ms: float | None, memory_term_ms: float | None, kv_bytes: float) -> str:
+    """"copying" when the latency model fitted a cache term big enough to read beside its weights term
+    (a byte of cache then has its own cost against a byte of weights), else "small": the cache is too
+    small to show yet."""
+    if not (memory_term_ms and kv_term_ms and kv_bytes):
+        return "small"
+    return "copying" if kv_term_ms >= KV_TERM_VISIBLE_MS else "small"
 
 
 # A decode step this many times the run's median step reads as slow in the latency text.
@@ -302,8 +305,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
     share = {"kv_bytes": fmt_bytes(kv_bytes), "weight_bytes": fmt_bytes(weight_bytes)}
     if terms.get("memory") and terms.get("kv") and kv_bytes:
         share["kv_cost_ratio"] = f"{(terms['kv'] / kv_bytes) / (terms['memory'] / weight_bytes):.1f}"
-    which = kv_share_reading(terms.get("kv"), kv_bytes) if "kv_cost_ratio" in share else "small"
-    v["kv_sentence"] = reading("kv_share", which, share)
+    v["kv_sentence"] = reading("kv_share", kv_share_reading(terms.get("kv"), terms.get("memory"), kv_bytes), share)
     # median against median: a few slow outliers pull the mean up and would read as a missing term
     measured = statistics.median(e.latency_ms for e in decode)
     v["measured_median_ms"] = sig3(measured)  # as the batching panel's "your last run" prints it
@@ -546,10 +548,12 @@ def layer_heads(events: list[Event], n_kv_heads: int, layer: int,
     means = [statistics.fmean(r) for r in rows]
     top = max(range(n_kv_heads), key=means.__getitem__)
     others = statistics.fmean(m for h, m in enumerate(means) if h != top)
+    values.update(top=str(top), top_mean=f"{means[top]:.1f}", others_mean=f"{others:.1f}")
+    if head_reading(means[top], others, 1.0) == "flat":
+        return "flat", values
     n = len(rows[top])
     longest = sum(1 for i in range(n) if all(rows[top][i] >= rows[h][i] for h in range(n_kv_heads))) / n
-    values.update(top=str(top), top_mean=f"{means[top]:.1f}", others_mean=f"{others:.1f}", n=str(n),
-                  ratio=f"{means[top] / others:.1f}" if others else "", longest_pct=f"{longest:.0%}")
+    values.update(n=str(n), ratio=f"{means[top] / others:.1f}", longest_pct=f"{longest:.0%}")
     return head_reading(means[top], others, longest), values
 
 

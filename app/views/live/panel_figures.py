@@ -113,6 +113,7 @@ def compare_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, s
 
 
 def mean(values: list[float]) -> float:
+    """The arithmetic mean, NaN for no values (a mode with no decode step yet)."""
     return sum(values) / len(values) if values else float("nan")
 
 
@@ -210,10 +211,12 @@ def _owner(where: str) -> str:
 
 
 def step_ms(row: dict[str, Any]) -> float:
+    """A batching row's measured median decode step, as the table holds it."""
     return row["decode step ms (measured, median)"]
 
 
 def tokens_per_s(row: dict[str, Any]) -> float:
+    """A batching row's measured throughput, as the table holds it."""
     return row["tokens/s (measured)"]
 
 

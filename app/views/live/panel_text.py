@@ -61,6 +61,7 @@ def _pct(fraction: float) -> str:
 
 
 def lead(recorded: bool) -> str:
+    """The bold opening that says whose measurement follows: this server's or the recording machine's."""
     return words("lead_recorded" if recorded else "lead_here")
 
 
@@ -133,8 +134,8 @@ def how_far(recorded: float, here: float) -> tuple[str, float]:
 def beside_run_parts(pairs: list[tuple[str, float, float]], recorded_roof: dict[str, float] | None = None,
                      here_roof: dict[str, float] | None = None) -> Paragraphs:
     """A recording's number beside this server's for the same quantity, both given (nothing without
-    pairs). A reader who sees a prefill of 130 ms in the recording and of 279 ms in their own run
-    must be told the two are different machines, not left to wonder. `pairs`: (what, ms on the
+    pairs). A reader who sees one prefill time in the recording and another in their own run must be
+    told the two are different machines, not left to wonder. `pairs`: (what, ms on the
     recording machine, ms in the reader's last run here). With both machines' roofline estimates
     (which carry their calibrated ceilings), how the two machines' ceilings differ: a prefill can be
     faster there while a decode step is faster here."""
@@ -179,14 +180,15 @@ def two_recordings_parts(compare: dict[str, Any], batching: dict[str, Any], date
 
 def two_recordings(compare: dict[str, Any], batching: dict[str, Any], dates: tuple[str, str],
                    bandwidths: tuple[float | None, float | None]) -> str:
+    """two_recordings_parts as Markdown ('' without the figures)."""
     return render(two_recordings_parts(compare, batching, dates, bandwidths))
 
 
 # ---- batching ----------------------------------------------------------------------------------
 
-def unforeseen_jump(rows: list[dict[str, Any]]) -> tuple[dict, dict, float, float] | None:
+def unforeseen_jump(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], float, float] | None:
     """(row a, row b, predicted a, predicted b): the measured step up the latency model least
-    expected, when it grew UNFORESEEN times more than predicted or more; None otherwise."""
+    expected, when it grew more than UNFORESEEN times what was predicted; None otherwise."""
     worst, worst_excess = None, UNFORESEEN
     for a, b in itertools.pairwise(rows):
         pa, pb = a.get("decode step ms (predicted)"), b.get("decode step ms (predicted)")
@@ -239,7 +241,7 @@ def batching_parts(result: dict[str, Any], where: str = "this machine",
     expected, and the batch where decode stops being bandwidth-bound, twice: the plain roofline
     estimate (computed) and the latency model's crossover (predicted). `here`: the same roofline
     estimate for this server (app.views.live.jobs.roofline_batch_with), when the result shown was
-    measured on another machine."""
+    measured on another machine. `where`: "this machine", or "the recording machine" for a recording."""
     rows = result.get("rows", [])
     if len(rows) < 2:
         return []
@@ -278,7 +280,9 @@ def batching_parts(result: dict[str, Any], where: str = "this machine",
         bullets.append(("batching_here", {"speeds": _speeds(here), "ridge": ridge_here,
                                           "intensity": intensity_here, "batch": f"{est_here:.0f}", "where": where}))
     if bullets:
-        out.append([("batching_where", {"in_short": _in_short(roofline, crossover, here, where)}), *bullets])
+        in_short = _in_short(roofline, crossover, here, where)
+        head = ("batching_where", {"in_short": in_short}) if in_short else ("batching_where_bare", {})
+        out.append([head, *bullets])
         out.append([("close_both" if crossover and roofline.get("batch") else "close_gpu", {})])
     return out
 
