@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.slow]
 
 WORDS = ("apple", "violin", "glacier", "lantern", "pepper", "saturn", "harbor", "cactus")
 SETTLED = ("done", "stopped", "error", "abandoned")
+STOP_AT = (1, 3, 6, 10, 25)  # the fifty cycles' stop points, in steps the page has received
 
 
 @pytest.fixture(scope="module")
@@ -139,18 +140,18 @@ def _wait_settled(page, timeout: float = 240, proc: psutil.Process | None = None
     raise AssertionError(f"never settled: {report}")
 
 
-def _stop_enabled_or_over(page, previous_run: str | None, stop_button, timeout: float = 120) -> str:
-    """Wait until the live view shows a run other than `previous_run`, then until its Stop button
-    is enabled ("stop") or the run has settled ("over")."""
+def _stop_point(page, previous_run: str | None, stop_button, steps: int, timeout: float = 120) -> str:
+    """Wait until the live view shows a run other than `previous_run` with at least `steps` steps
+    received and its Stop button enabled ("stop"), or until that run has settled first ("over")."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         s = live_state(page)
         if s["runId"] not in (None, previous_run):
             if _settled(s):
                 return "over"
-            if stop_button.is_enabled():
+            if s["available"] >= steps and stop_button.is_enabled():
                 return "stop"
-        time.sleep(0.1)
+        time.sleep(0.05)  # a poll interval, not a wait for the state: the loop reads the page
     raise AssertionError(f"the new run never showed: {_page_report(page)}")
 
 
@@ -239,13 +240,15 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
     page = context.new_page()
     _watch(page)
     try:
-        _open(page, url, "Tell me a long story about a lighthouse.", tokens=40)
+        # a prompt the model answers at length with the chat template and without (asked raw, "Tell me
+        # a long story" ended at its first token, so half the cycles had nothing to stop)
+        _open(page, url, "Once upon a time, in a lighthouse by the sea,", tokens=24)
         page.get_by_role("button", name="Generate").click()
         _wait_settled(page, proc=proc)
         rss_before, threads_before = _rss_mb(proc), proc.num_threads()
         stop_button = page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
         previous_run = live_state(page)["runId"]
-        outcomes, rss_series = [], []
+        outcomes, rss_series, stops = [], [], []
         for i in range(50):
             # Streamlit disables every widget while its connection is down. A lost connection that
             # never came back (a "Cached ForwardMsg MISS" under rapid reruns: .streamlit/config.toml
@@ -262,27 +265,36 @@ def test_fifty_rapid_stop_generate_cycles_leave_no_trace(server, browser):
                 raise
             if i % 5 == 0:
                 page.get_by_text("Use the chat template").click()  # a widget change mid-run
-            time.sleep(0.2 + (i % 3) * 0.2)
-            # Stop once the page shows the new run with Stop enabled; a run that has already ended
-            # (half of them do) is not clicked at all. It may still end between that check and the
-            # click (also a valid race): the browser checks and clicks in one step, so a button
-            # disabled by then is left alone instead of waited on.
-            if _stop_enabled_or_over(page, previous_run, stop_button) == "stop":
+            # Stop once the page has received STOP_AT[i % 5] steps of the new run (from its first
+            # token to one past the 24 asked for, which lets the run finish); a run that ends first
+            # is not clicked at all. It may still end between that check and the click (also a
+            # valid race): the browser checks and clicks in one step, so a button disabled by then
+            # is left alone instead of waited on.
+            stop_at = STOP_AT[i % len(STOP_AT)]
+            at_click = None
+            if _stop_point(page, previous_run, stop_button, stop_at) == "stop":
+                at_click = live_state(page)["available"]
                 stop_button.evaluate("b => { if (!b.disabled) b.click(); }")
             s = _wait_settled(page, proc=proc)
+            stops.append((stop_at, at_click, s["status"], s["available"]))
             previous_run = s["runId"]
             assert s["exceptions"] == 0, (i, s)
             if s["available"]:
                 assert s["kvColumns"] == s["prompt"] + s["available"] - 1, (i, s)
             outcomes.append(s["status"])
             rss_series.append(round(_rss_mb(proc) - rss_before, 1))
-        time.sleep(2)
+        # the last run's worker threads end after its page has settled: wait for them, with a bound
+        deadline = time.time() + 30
+        while proc.num_threads() > threads_before + 2 and time.time() < deadline:
+            time.sleep(0.1)
         growth = _rss_mb(proc) - rss_before
         threads_after = proc.num_threads()
         _record("fifty_cycles", {"rss_growth_mb": round(growth, 1), "rss_growth_series_mb": rss_series,
                                  "threads_before": threads_before, "threads_after": threads_after,
+                                 "stops": stops,  # (stop point, steps at the click, status, steps)
                                  "outcomes": {k: outcomes.count(k) for k in set(outcomes)}})
         assert threads_after <= threads_before + 2, (threads_before, threads_after)
+        assert outcomes.count("stopped") > 0, stops  # the cycles did stop runs mid-way
         assert growth <= 50, f"RSS grew {growth:.1f} MB over 50 cycles"
     finally:
         (ARTIFACTS / "load-fifty-errors.txt").write_text("\n".join(_ERRORS.get(id(page), [])))
