@@ -218,5 +218,8 @@ def test_a_page_whose_app_vanished_reloads_once_with_its_prompt(app_server, tall
     _wait_drawn(page)
     page.evaluate("window.pdLab.test.sameDocument = true; "
                   "document.querySelector('[data-testid=stApp]').remove()")
-    time.sleep(6)
+    # the watchdog marks the moment it declines a second reload within the minute: wait for that
+    # (or for a new document: a second reload, which the assertion below then names)
+    page.wait_for_function("(window.pdLab && window.pdLab.watchdogHeld) || !window.pdLab?.test?.sameDocument",
+                           timeout=30_000)
     assert page.evaluate("window.pdLab?.test?.sameDocument === true"), "reloaded twice within a minute"

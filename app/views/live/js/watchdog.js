@@ -22,7 +22,10 @@ function installBlankWatchdog() {
     if (goneSince === null) goneSince = now;
     if (now - goneSince < BLANK_AFTER_MS) return;
     try {
-      if (now - Number(window.sessionStorage.getItem(BLANK_KEY) || 0) < BLANK_RELOAD_EVERY_MS) return;
+      if (now - Number(window.sessionStorage.getItem(BLANK_KEY) || 0) < BLANK_RELOAD_EVERY_MS) {
+        lab.watchdogHeld = now; // gone long enough, but reloaded within the minute: held (tests read it)
+        return;
+      }
       window.sessionStorage.setItem(BLANK_KEY, String(now));
     } catch (e) { return; } // no storage to remember the last reload: never reload, never loop
     const url = new URL(window.location.href);
