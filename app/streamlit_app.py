@@ -1,45 +1,45 @@
 """Entry point: `streamlit run app/streamlit_app.py` from the repository root (the Community Cloud main file).
 
-Streamlit Community Cloud runs exactly that with the project not installed, so the repository
-root is put on sys.path before anything imports `core`. The pages are registered with Streamlit's
-own router (`st.navigation`), one module per page in app/views, each imported when first shown; the live page is the default, at
-`/`, and keeps every link it ever had (`?page=live|compare|batching|replay` plus prompt and
-settings: those name a lesson section inside the page, not a page of the router).
+Streamlit finds the `st.App` below and serves app/navigation.py (the script each reader's session
+runs: page setup and the router) through it. The App is here for its start-up hook: the server
+begins loading the embedded model (preparing it first, on a fresh machine) as soon as it starts,
+not when the first reader opens the page, so that reader waits only for what is left of the load.
+Its one extra route, `/pdlab/model`, says where the model stands ({"state": "idle" | "loading" |
+"ready" | "failed"}) without starting anything: a presenter or a deployment's health check can ask
+before anyone opens the page.
 """
 
 import sys
+import threading
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import importlib  # noqa: E402
-
 import streamlit as st  # noqa: E402
-
-from app.shared.palette import PAGE_CSS  # noqa: E402
-
-st.set_page_config(page_title="Prefill & Decode Lab", page_icon="⚡", layout="wide")
-st.html(PAGE_CSS)  # on every page: readable captions (see palette.PAGE_CSS)
+from starlette.responses import JSONResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
 
 
-def _view(name: str):
-    """The page's render(), its module imported when the page is first shown: a server whose readers
-    open only the live page never holds the other pages' libraries (pandas, the engine lab's client,
-    the simulator), which keeps its memory down."""
-    def render() -> None:
-        importlib.import_module(f"app.views.{name}.view").render()
-    render.__name__ = f"render_{name}"
-    return render
+def _start_model_load() -> None:
+    from app.shared.model import model_loader
+
+    model_loader()  # starts the server's one background load and returns
 
 
-PAGES = [
-    st.Page(_view("live"), title="Live: prefill and decode", icon=":material/bolt:", url_path="live", default=True),
-    st.Page(_view("whatif"), title="What if: any model, any GPU", icon=":material/tune:", url_path="whatif"),
-    st.Page(_view("serving"), title="Serving: scheduling simulated", icon=":material/dns:", url_path="serving"),
-    st.Page(_view("engines"), title="Engine lab: a real server measured", icon=":material/science:",
-            url_path="engines"),
-]
+@asynccontextmanager
+async def _lifespan(_app):
+    # importing the model's libraries takes seconds: off the event loop, so the server answers at once
+    threading.Thread(target=_start_model_load, name="pdlab-preload", daemon=True).start()
+    yield
 
-st.navigation(PAGES, position="top").run()
+
+async def _model_state(_request) -> JSONResponse:
+    from app.shared.model import model_load_state
+
+    return JSONResponse(model_load_state())
+
+
+app = st.App("navigation.py", lifespan=_lifespan, routes=[Route("/pdlab/model", _model_state)])

@@ -1,7 +1,7 @@
 """Open a page in Streamlit's AppTest (no browser): the whole app, or one page's view alone.
 
 One builder for every AppTest in the suite, so each test says only what it opens and with what:
-`open_app()` runs app/streamlit_app.py (the live page, with its router), `open_view("whatif")`
+`open_app()` runs app/navigation.py (the live page, with its router), `open_view("whatif")`
 runs that page's render() by itself; both take the link's query parameters and session values
 to start from, run the first pass, and fail on an exception in it.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+APP = str(Path(__file__).resolve().parent.parent / "app" / "navigation.py")
 
 
 def _render_view(name: str) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,25 @@ def test_starts_the_way_community_cloud_starts_it(page, tmp_path):
         log = Path(ARTIFACTS / f"cloud-{port}.log").read_text()
         assert "ModuleNotFoundError" not in log and "PRECONDITION-FAILED" not in log
         assert page.get_by_text("ModuleNotFoundError").count() == 0
+    finally:
+        stop(proc)
+
+
+def test_the_server_loads_the_model_when_it_starts_before_any_page_opens():
+    """The entry point's start-up hook starts the model's load (app/streamlit_app.py): with no page
+    ever opened, the server's /pdlab/model route (which starts nothing itself) reaches "ready"."""
+    port = free_port()
+    proc = start_streamlit([sys.executable, "-m", "streamlit"], port, log_name="preload")
+    try:
+        wait_healthy(port, proc)
+        deadline, state = time.time() + 180, None
+        while time.time() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/pdlab/model", timeout=10) as resp:
+                state = json.load(resp)
+            if state["state"] not in ("idle", "loading"):
+                break
+            time.sleep(0.2)  # the route's poll interval
+        assert state == {"state": "ready"}, state
     finally:
         stop(proc)
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[1] / "streamlit_app.py"
+APP = Path(__file__).resolve().parents[1] / "navigation.py"
 
 
 def peak_rss_mb() -> float:

@@ -139,10 +139,12 @@ class ModelLoader:
     """One background load of the default model; `loaded` or `error` once `done` is set."""
 
     def __init__(self) -> None:
+        global _latest_loader
         self.loaded: Any = None
         self.error: str | None = None
         self.done = threading.Event()
         self.started = time.monotonic()
+        _latest_loader = self
         threading.Thread(target=self._main, name="pdlab-model-load", daemon=True).start()
 
     def _main(self) -> None:
@@ -152,6 +154,22 @@ class ModelLoader:
             self.error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
         finally:
             self.done.set()
+
+
+_latest_loader: ModelLoader | None = None  # the last load started, read without starting one
+
+
+def model_load_state() -> dict[str, str]:
+    """The model's state for the server's /pdlab/model route, without starting a load: "idle" (none
+    started), "loading", "ready" or "failed" (with the error)."""
+    loader = _latest_loader
+    if loader is None:
+        return {"state": "idle"}
+    if not loader.done.is_set():
+        return {"state": "loading"}
+    if loader.error is not None or loader.loaded is None:
+        return {"state": "failed", "error": loader.error or "the model loader returned nothing"}
+    return {"state": "ready"}
 
 
 @st.cache_resource(show_spinner=False)

@@ -31,7 +31,7 @@ HEATMAP_SCALE = "Cividis"
 
 FONT = "Source Sans Pro, Source Sans 3, system-ui, sans-serif"
 
-# Every page (app/streamlit_app.py adds it before the router runs). Streamlit fades its captions with
+# Every page (app/navigation.py adds it before the router runs). Streamlit fades its captions with
 # opacity 0.6, 3.9:1 on white, under WCAG AA's 4.5:1 for body text; at 0.8 a caption reads at about
 # 7:1 in the light theme and 12:1 in the dark one, still a step quieter than the text around it.
 PAGE_CSS = """<style>
