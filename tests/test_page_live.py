@@ -139,7 +139,7 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     # the cache's slivers are given in numbers above the charts they are too thin to see in
     n = state["shown"] - 1
     assert f"KV cache at step {n}:" in page.locator(".pd-chart[data-chart=traffic] .pd-chart-notes").inner_text()
-    assert f"latest step ({n}): KV cache " in page.locator(".pd-chart[data-chart=budget] .pd-chart-notes").inner_text()
+    assert f"latest step ({n}): the KV cache's part" in page.locator(".pd-chart[data-chart=budget] .pd-chart-notes").inner_text()
     # what a screen reader is given: no icon names (Streamlit's icon ligatures are aria-hidden)
     spoken = page.locator("body").aria_snapshot()
     icons = ("keyboard_arrow", "expand_more", "arrow_right", "inventory_2", "check_circle")  # the last two: panels

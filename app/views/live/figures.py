@@ -447,8 +447,10 @@ def budget_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     terms = e.predicted_terms_ms
     if terms and e.predicted_ms:
         kv = terms.get("kv", 0.0)
-        # one line at every step count: a note that wraps mid-run would move the plot under it
-        text = f"■ latest step ({k}): KV cache {kv:.1f} ms of the {e.predicted_ms:.0f} ms predicted"
+        # one line at every step count: a note that wraps mid-run would move the plot under it. It
+        # names the KV part alone: the step's whole prediction is printed once, in the section's
+        # answer (the median step's), and a second total here read as a second value for it.
+        text = f"■ latest step ({k}): the KV cache's part, {kv:.1f} ms predicted"
         patch["layout"] = {"annotations": [_note(text, 0, 1.02, yanchor="bottom", xanchor="left",
                                                  font={"size": 12, "color": pal.KV_READ})]}
     finding = "faster" if readings.beats_paper(events[:k + 1], ctx) else "slower"
