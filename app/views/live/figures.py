@@ -135,7 +135,7 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 
 # The legend's name for the boxed forwards (trace 5); the latency text quotes their count.
 ERROR_SIGN = "(predicted − measured) ÷ measured; below 0 = predicted too fast"
-WAITED_NAME = "boxed: waited for a page redraw first (measured, not in its time)"
+WAITED_NAME = "boxed: came right after a wait for a page redraw (the wait is not in its time)"
 
 
 def latency_base(ctx: RunContext) -> dict[str, Any]:
@@ -316,8 +316,8 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
 # The roofline's finding, read from the run so far (readings.past_ceiling: the decode steps' bandwidth
 # against the calibrated slope, as printed).
 ROOFLINE_TITLES = {
-    "short": "Decode sits far left of the ridge, under the memory slope: bandwidth sets its pace",
-    "past": "Decode sits far left of the ridge, where bandwidth sets the pace (this run beat the calibrated slope)",
+    "short": "Decode sits on the bandwidth slope, far from the compute roof: bandwidth sets its pace",
+    "past": "Decode sits by the bandwidth slope, far from the compute roof (this run beat the calibrated slope)",
 }
 
 
