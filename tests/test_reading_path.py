@@ -5,6 +5,7 @@ page to it; these check the answers themselves on the tiny model, no browser."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -41,9 +42,6 @@ def values(tiny_model, run):
     bundled = results.load_bundled("batching")  # not shown_before_press: an earlier test may have measured
     assert bundled is not None and bundled.source == "bundled"
     v.update(panel_figures.batching_answer_values(bundled.result, recorded=True))
-    compared = results.load_bundled("compare")
-    assert compared is not None and compared.source == "bundled"
-    v.update(panel_figures.compare_answer_values(compared.result, recorded=True))
     return v
 
 
@@ -106,7 +104,9 @@ def test_the_paper_answer_stays_short_whatever_it_reads(values, end, adds):
 def test_the_paper_answer_reads_where_the_clock_sits_against_the_prediction():
     """Named decisions on the run's figures (median prediction, median and mean step), tested as values:
     a reader given three signed parts to add (9.5, 1.3 less, 0.7) got lost; now it is one reading."""
-    assert lesson.paper_end(46.0, 45.0, 47.0) == "close"  # within a tenth of the prediction
+    assert lesson.paper_end(46.0, 45.0, 47.0) == "close"  # within a twentieth of the prediction
+    # a mean a tenth over the prediction is named: round 8's reader saw 45 ms predicted, 49.6 averaged, no why
+    assert lesson.paper_end(45.0, 42.5, 49.6) == "outliers"
     assert lesson.paper_end(46.0, 56.0, 68.0) == "outliers"  # mean 12 over the median, median 10 over
     assert lesson.paper_end(46.0, 60.0, 64.0) == "run_slow"  # the whole run: median 14 over, mean 4 more
     assert lesson.paper_end(46.0, 38.0, 39.0) == "faster"
@@ -195,3 +195,31 @@ def test_a_slow_prefill_is_read_against_the_decode_steps(prefill, decode, readin
     """A reviewer found the prefill's −42% put down to a one-off moment beside decode steps all 24%
     slower than predicted: with the decode steps this far under too, the whole run was slower."""
     assert lesson.prefill_miss(prefill, decode) == reading
+
+
+def test_the_cache_answer_is_this_runs_whichever_comparison_is_shown(values, run):
+    """Round 8's reader hedged on the cache question because its numbers came from a recording. The
+    answer now sets this run's step against its own prefill, which is what every step costs without the
+    cache (a step that re-feeds the whole sequence is a prefill of it); the recording stays in the chart."""
+    _, ctx = run
+    assert lesson.cache_lead(ctx) == "on"
+    text = sections.answer("cache", values)
+    assert f"({values['tpot_ms']} ms)" in text and f"-token one ({values['ttft_ms']} ms)" in text
+    assert values["crossover_b1"] in text and values["kv_per_token"] in text
+    assert lesson.cache_lead(replace(ctx, kept=12)) == "kept"  # a follow-up's prefill ran only its new tokens
+    assert lesson.cache_lead(replace(ctx, cache="none")) == "off"
+    assert lesson.cache_lead(replace(ctx, cache="static")) == "on"
+    for which in ("kept", "off"):
+        filled = sections.answer("cache", {**values, "cache_lead": lesson.reading("cache_lead", which, values)})
+        assert len(filled.split()) <= sections.ANSWER_MAX_WORDS and "—" not in filled, filled
+    assert "-token one" not in lesson.reading("cache_lead", "kept", values)
+
+
+def test_the_serving_answer_names_what_chunking_costs_the_long_prompt(values):
+    """Round 8's reader saw the chunked long prompt finish later and no sentence said so: the answer
+    names the delay, subtracted from the two printed waits."""
+    assert serving_sketch.chunk_delay("2.6", "2.8") == "0.2 s"
+    assert serving_sketch.chunk_delay("2.6", "2.6") == "a moment"
+    delay = round(float(values["first_chunk_s"]) - float(values["first_whole_s"]), 1)
+    assert delay >= 0  # chunking never brings the long prompt's first token sooner
+    assert f"its first token {values['chunk_delay']} later" in sections.answer("serving", values)

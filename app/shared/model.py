@@ -155,6 +155,15 @@ class ModelLoader:
         finally:
             self.done.set()
 
+    def state(self) -> tuple[str, Any]:
+        """("loading", None), ("failed", the error) or ("ready", the loaded model): the one reading of
+        the load that the page (app.views.live.model_gate) and the /pdlab/model route both give."""
+        if not self.done.is_set():
+            return "loading", None
+        if self.error is not None or self.loaded is None:
+            return "failed", self.error or "the model loader returned nothing"
+        return "ready", self.loaded
+
 
 _latest_loader: ModelLoader | None = None  # the last load started, read without starting one
 
@@ -165,16 +174,14 @@ def model_load_state() -> dict[str, str]:
     loader = _latest_loader
     if loader is None:
         return {"state": "idle"}
-    if not loader.done.is_set():
-        return {"state": "loading"}
-    if loader.error is not None or loader.loaded is None:
-        return {"state": "failed", "error": loader.error or "the model loader returned nothing"}
-    return {"state": "ready"}
+    state, detail = loader.state()
+    return {"state": state, "error": detail} if state == "failed" else {"state": state}
 
 
 @st.cache_resource(show_spinner=False)
 def model_loader() -> ModelLoader:
-    """The server's one background load of the default model (started by the first page that asks)."""
+    """The server's one background load of the default model: started when the server starts (the
+    lifespan hook in app/streamlit_app.py), or by the next page that asks after a failed load's retry."""
     return ModelLoader()
 
 

@@ -103,6 +103,16 @@ def prefill_miss(prefill_error: float, decode_error: float | None) -> str:
     return "whole_run" if decode_error is not None and decode_error <= WHOLE_RUN_SLOW else "burst"
 
 
+def cache_lead(ctx: RunContext) -> str:
+    """Which answer the cache question gets from this run: 'off' (the run recomputed every step, so
+    its own steps show the price of no cache), 'kept' (a follow-up: its prefill ran only the new
+    tokens, so it is no measure of a step without the cache) or 'on' (its prefill is one: a step
+    without the cache re-feeds at least the whole prompt)."""
+    if ctx.cache == "none":
+        return "off"
+    return "kept" if ctx.kept else "on"
+
+
 def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
     """Slot values from a run's events and context; a slot with no value reads as a dash."""
     v: dict[str, str] = {"pause_note": pause_note(events)}
@@ -147,6 +157,8 @@ def values_for(events: list[Event], ctx: RunContext | None) -> dict[str, str]:
             v["prefill_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.1f}"
     if len(events) > 1:
         v["tpot_ms"] = sig3(perf.tpot_ms(events))  # as the tile prints it: one value per quantity
+        if "weights_mb" in v:
+            v["cache_lead"] = reading("cache_lead", cache_lead(ctx), v)
         if events[-1].cost:
             cost = events[-1].cost
             v["decode_intensity"] = f"{cost['flops']['total'] / cost['bytes']['total']:.2f}"
@@ -332,7 +344,7 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
 # prediction (readers given a sum of three signed parts to check got lost in it). Each reading is a
 # named decision on this run's figures; its words are assets/lesson/readings/paper_end.<reading>.md.
 PAPER_ENDS = ("close", "outliers", "run_slow", "faster", "beat_paper")
-OFF_PREDICTION = 0.10  # the mean step this far from the median prediction is said to be off it
+OFF_PREDICTION = 0.05  # the mean step this far from the median prediction is said to be off it
 
 
 def paper_end(predicted_ms: float, median_ms: float, mean_ms: float, beat_paper: bool = False) -> str:

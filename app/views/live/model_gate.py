@@ -45,11 +45,7 @@ def model_state() -> tuple[str, Any]:
         wait = QUICK_WAIT_S if expect_quick() else SLOW_WAIT_S
         with st.spinner("Loading the model (the first start of a server prepares it once)…"):
             loader.done.wait(wait)
-    if not loader.done.is_set():
-        return "loading", None
-    if loader.error is not None or loader.loaded is None:
-        return "failed", loader.error or "the model loader returned nothing"
-    return "ready", loader.loaded
+    return loader.state()
 
 
 def render_wait_or_retry(status: str) -> None:

@@ -102,16 +102,6 @@ def compare_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def compare_answer_values(result: dict[str, Any], recorded: bool) -> dict[str, str]:
-    """The cache answer's slots, the totals compare_summary prints ({} before both modes have two forwards)."""
-    modes = usable_modes(result)
-    dyn, off = modes.get("dynamic") or [], modes.get("none") or []
-    if len(dyn) < 2 or len(off) < 2:
-        return {}
-    return {"cache_n": str(len(dyn)), "cache_off_s": f"{sum(off) / 1000:.1f}", "cache_on_s": f"{sum(dyn) / 1000:.1f}",
-            "cache_badge": ":violet-badge[recorded]" if recorded else ":blue-badge[measured]"}
-
-
 def mean(values: list[float]) -> float:
     """The arithmetic mean, NaN for no values (a mode with no decode step yet)."""
     return sum(values) / len(values) if values else float("nan")

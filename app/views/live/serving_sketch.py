@@ -199,8 +199,16 @@ def slot_values(events: list[Event], ctx: RunContext, fitted: tuple[StepTime, tu
         return {}
     whole, chunked = pair
     ticks = whole.ticks_s[STREAMS[0]]
-    return {"three_step_ms": f"{1000 * (ticks[1] - ticks[0]):.0f}", "long_prompt": f"{whole.long_prompt:,}",
+    first_whole, first_chunk = f"{whole.wait_s():.1f}", f"{chunked.wait_s():.1f}"
+    return {"chunk_delay": chunk_delay(first_whole, first_chunk), "three_step_ms": f"{1000 * (ticks[1] - ticks[0]):.0f}", "long_prompt": f"{whole.long_prompt:,}",
             "chunk": str(CHUNK), "budget": str(CHUNK + len(STREAMS)),
             "stall_whole_s": f"{whole.longest_gap_s():.1f}", "stall_chunk_s": f"{chunked.longest_gap_s():.2f}",
-            "first_whole_s": f"{whole.wait_s():.1f}", "first_chunk_s": f"{chunked.wait_s():.1f}",
+            "first_whole_s": first_whole, "first_chunk_s": first_chunk,
             "chunk_iterations": f"{len(chunked.prefill_spans_s)} iterations"}
+
+
+def chunk_delay(first_whole_s: str, first_chunk_s: str) -> str:
+    """How much later the long prompt's first token comes when chunked, from the two printed waits
+    (so a reader subtracting them gets the same figure); 'a moment' when they print alike."""
+    delay = round(float(first_chunk_s) - float(first_whole_s), 1)
+    return f"{delay:.1f} s" if delay >= 0.1 else "a moment"
