@@ -449,7 +449,7 @@ def test_the_latency_chart_boxes_exactly_the_steps_that_waited_and_the_text_coun
     boxes = fig.data[5]
     assert list(boxes.x) == [3, 8] == lesson.waited_steps(waited)
     assert list(boxes.y) == [waited[3].latency_ms, waited[8].latency_ms]
-    assert list(boxes.customdata) == [420.0, 380.0] and "a wait for a page redraw" in boxes.name
+    assert list(boxes.customdata) == [420.0, 380.0] and "a page-redraw wait" in boxes.name
     assert boxes.marker.symbol == "square-open" and boxes.name.startswith("boxed")
     assert lesson.redraw_parts(waited)[0] == ("waits_many", {"n": "2", "total": "0.8 s"})
     assert lesson.values_for(waited, ctx)["pause_note"] == lesson.pause_note(waited) != ""

@@ -60,7 +60,7 @@ def test_a_follow_up_keeps_the_cache_and_shows_both_times(app_server, page):
     strip = page.locator(".pd-prompt-toks")
     assert strip.get_attribute("data-kept") == str(kept)  # the token strip folds the same kept positions
     assert page.locator(".pd-prompt-toks .pd-tok").count() == new
-    assert f"the prefill reads only the {new} the cache lacks" in label.inner_text()
+    assert f"prefill reads only the {new} new ones" in label.inner_text()
     # the cache section: one sentence with this turn's figures, and the two measured times drawn
     said = main.get_by_text(re.compile(r"This follow-up paid for \d+ new tokens, not \d+")).inner_text()
     assert f"paid for {new} new tokens, not {second['prompt']}" in said

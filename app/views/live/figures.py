@@ -135,7 +135,7 @@ def kv_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
 
 # The legend's name for the boxed forwards (trace 5); the latency text quotes their count.
 ERROR_SIGN = "(predicted − measured) ÷ measured; below 0 = predicted too fast"
-WAITED_NAME = "boxed: came right after a wait for a page redraw (measured, the wait not in its time)"
+WAITED_NAME = "boxed: right after a page-redraw wait, not in its measured time"
 
 
 def latency_base(ctx: RunContext) -> dict[str, Any]:

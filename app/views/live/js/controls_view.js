@@ -92,7 +92,7 @@ class ControlsView {
     box.replaceChildren(...(kept ? [summary] : []),
                         ...this.prompt.slice(kept).map((t) => chip(t.text, t.special, "pd-prompt")));
     this.root.querySelector(".pd-prompt-box .pd-box-label").textContent = kept
-      ? `Conversation after the chat template: ${this.prompt.length} tokens; the prefill reads only the ${this.prompt.length - kept} the cache lacks, in ONE forward pass.`
+      ? `Conversation after the chat template: ${this.prompt.length} tokens; prefill reads only the ${this.prompt.length - kept} new ones, in ONE forward pass.`
       : `Prompt after the chat template: ${this.prompt.length} tokens, nothing kept from before: prefill reads them all in ONE forward pass.`;
     this.root.querySelector(".pd-gen-toks").replaceChildren();
     this.root.querySelector(".pd-tiles").replaceChildren();
