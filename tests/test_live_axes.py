@@ -60,7 +60,7 @@ def test_latency_and_traffic_say_in_plain_words_what_they_show() -> None:
     assert f"prefill {shown.signed_pct(prefill)}" in title, title
     decode = [perf.prediction_error_pct(e.predicted_ms, e.latency_ms) for e in events[1:]]
     fast = sum(1 for x in decode if x < 0)
-    assert f"decode {shown.signed_pct(statistics.median(decode))} (median; {fast} of {len(decode)} " \
+    assert f"decode {shown.signed_pct(statistics.median(decode))} (the steps' median; {fast} of {len(decode)} " \
            "predicted too fast)" in title, title
     notes = " ".join(a["text"] for a in latency["layout"]["annotations"])
     assert "(predicted − measured) ÷ measured" in notes and "below 0 = predicted too fast" in notes

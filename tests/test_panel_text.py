@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from app.views.live import lesson, panel_figures, panel_text
+from app.views.live import lesson, panel_text
 from app.views.live.lesson import LESSON_DIR
 from tests.test_panels import _compare_result
 
@@ -203,8 +203,6 @@ def _every_case():
     yield (panel_text.beside_run_parts([("x", 100.0, 105.0), ("y", 150.0, 100.0), ("z", 100.0, 150.0)],
                                        RECORDING_ROOF, HERE_ROOF),)
     yield (panel_text.two_recordings_parts(res, _batching(), ("a", "b"), (1e10, 2e10)),)
-    yield panel_text.step_beside_run_parts("compare", res, "47.0"), panel_text.step_beside_run_parts(
-        "batching", _batching(), "47.0")
 
 
 def test_every_fragment_is_reached_and_every_slot_filled(monkeypatch, run_data):
@@ -271,17 +269,3 @@ def test_the_details_render_as_paragraphs_with_their_bullets_on_their_own_lines(
     bare = panel_text.batching_parts({"rows": _batching()["rows"], "compute_bound_from": 20.0})
     assert _names(bare)[1] == ["batching_where", "batching_latency"]
 
-
-def test_a_recordings_step_is_set_beside_the_runs():
-    """Round 9's reader read the recordings' decode steps (57 and 65 ms) against the tiles' 47.0 ms and
-    stopped trusting the comparison: the banner's note sets the two side by side, from the recording's
-    own figures (the compare panel's mean cached step, the batching panel's batch-1 median)."""
-    res = _compare_result()
-    dyn = panel_figures.usable_modes(res)["dynamic"][1:]
-    line = panel_text.step_beside_run("compare", res, "47.0")
-    assert f"**{sum(dyn) / len(dyn):.0f} ms**" in line and "**47.0 ms**" in line
-    first = next(r for r in _batching()["rows"] if r["batch"] == 1)
-    line = panel_text.step_beside_run("batching", _batching(), "47.0")
-    assert f"**{panel_figures.three_figures(panel_figures.step_ms(first))} ms**" in line
-    assert panel_text.step_beside_run("compare", {"modes": {}}, "47.0") == ""
-    assert panel_text.step_beside_run("batching", _batching(), "") == ""

@@ -222,4 +222,4 @@ def test_the_serving_answer_names_what_chunking_costs_the_long_prompt(values):
     assert serving_sketch.chunk_delay("2.6", "2.6") == "a moment"
     delay = round(float(values["first_chunk_s"]) - float(values["first_whole_s"]), 1)
     assert delay >= 0  # chunking never brings the long prompt's first token sooner
-    assert f"its first token {values['chunk_delay']} later" in sections.answer("serving", values)
+    assert f"delaying its own first token {values['chunk_delay']}." in sections.answer("serving", values)

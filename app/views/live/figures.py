@@ -214,7 +214,7 @@ def _latency_title(prefill: float | None, decode_errors: list[float], started: b
         errors = "no prediction for this run"
     else:
         fast = sum(1 for x in decode_errors if x < 0)
-        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (median; {fast} of "
+        rest = (f"decode {signed_pct(statistics.median(decode_errors))} (the steps' median; {fast} of "
                 f"{len(decode_errors)} predicted too fast)" if decode_errors else "decode from the first decode step")
         errors = f"prefill {signed_pct(prefill)}, {rest}"
     return ("The first token waits for the whole prefill; each later token, one short decode step"

@@ -163,26 +163,6 @@ def recording_beside_run(pairs: list[tuple[str, float, float]], recorded_roof: d
     return render(beside_run_parts(pairs, recorded_roof, here_roof))
 
 
-def step_beside_run_parts(kind: str, result: dict[str, Any], run_tpot_ms: str) -> Paragraphs:
-    """One line under a recording's banner: its decode step beside this run's (the tile's time per
-    token), so a reader comparing the recording's chart with the tiles sees why they differ. `kind`:
-    "compare" (the mean cached step, as two_recordings prints it) or "batching" (the batch-1 median)."""
-    if kind == "compare":
-        dyn = (usable_modes(result).get("dynamic") or [])[1:]
-        there = f"{mean(dyn):.0f}" if dyn else ""
-    else:
-        first = next((r for r in result.get("rows", []) if r.get("batch") == 1), None)
-        there = three_figures(step_ms(first)) if first is not None else ""
-    if not there or not run_tpot_ms:
-        return []
-    return [[("step_beside_run", {"there_ms": there, "here_ms": run_tpot_ms})]]
-
-
-def step_beside_run(kind: str, result: dict[str, Any], run_tpot_ms: str) -> str:
-    """step_beside_run_parts as Markdown ('' without the figures)."""
-    return render(step_beside_run_parts(kind, result, run_tpot_ms))
-
-
 def two_recordings_parts(compare: dict[str, Any], batching: dict[str, Any], dates: tuple[str, str],
                          bandwidths: tuple[float | None, float | None]) -> Paragraphs:
     """Why the cache recording's decode step and the batching recording's batch-1 step differ, when

@@ -161,7 +161,7 @@ def _compare_body(loaded: Any, values: dict[str, str] | None = None) -> None:
             if shown is None:
                 st.caption("Press **Compare cache modes**: the chart of measured times appears here.")
             else:
-                _source_line(shown, "pd_compare_source", _step_beside(shown, "compare"), loaded is not None)
+                _source_line(shown, "pd_compare_source", "", loaded is not None)
                 where = "the recording machine" if shown.source == "bundled" else "this machine"
                 st.plotly_chart(panel_figures.compare_figure(shown.result, COMPARE_WHOSE[shown.source], where),
                                 key="compare_fig")
@@ -228,7 +228,7 @@ def _batching_body(loaded: Any) -> None:
                 st.caption("Press the button to measure: the chart appears here.")
             else:
                 recorded = shown.source == "bundled"
-                _source_line(shown, "pd_batching_source", _step_beside(shown, "batching"), loaded is not None)
+                _source_line(shown, "pd_batching_source", "", loaded is not None)
                 where = "the recording machine" if recorded else "this machine"
                 if recorded and loaded is not None and shown.result.get("prompt_len"):
                     here = roofline_batch_with(loaded, shown.result["prompt_len"], cached_ceilings())
@@ -276,15 +276,6 @@ def _two_recordings(batching: results.Measurement) -> str:
 
 
 # --- a recording's numbers beside the reader's own run ------------------------------------------------
-
-def _step_beside(shown: results.Measurement, kind: str) -> str:
-    """Under a recording's banner, after a run of the live model: the recording's decode step beside the
-    run's time per token ('' for the reader's own measurement, or with no run to set beside it)."""
-    run = _live_run()
-    if shown.source != "bundled" or run is None or run.settings.batch != 1 or run.settings.cache == "none":
-        return ""
-    return panel_text.step_beside_run(kind, shown.result, sig3(perf.tpot_ms(run.events)))
-
 
 def _live_run() -> Any | None:
     """The reader's last finished run of the live model (not a replayed recording), else None."""
