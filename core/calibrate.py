@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -44,7 +45,7 @@ from core import settings
 from core.hardware import HOST, HardwareSpec, load_hardware, normalize_dtype
 
 # Bump when a benchmark changes meaning: old cache entries then stop matching the fingerprint.
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 2: the matmul row table (matmul_rows_s)
 CACHE_SCHEMA = 1
 CACHE_FILE = "calibration.json"
 
@@ -55,6 +56,13 @@ _GEMV_HEADLINE_K = 2048  # wide enough that per-row overhead no longer hides the
 _GEMV_MATRIX_ELEMS = 1 << 21  # 8 MB per fp32 matrix: a realistic layer, and many per working set
 _MATMUL_SHAPES_FULL = ((256, 576, 1536), (512, 1024, 1024), (1024, 1024, 1024))
 _MATMUL_SHAPES_QUICK = ((128, 576, 1536), (256, 512, 512))
+# Rows through one weight matrix: a prefill of n tokens multiplies each matrix by n rows, and a CPU
+# reaches its matmul rate only with enough rows; the time beyond streaming the matrix once is what
+# the predictor's compute term prices (core.predictor). Widths as the GEMV table's ends.
+_ROWS = (1, 4, 16, 64, 256)
+_ROWS_K_FULL = (576, 2048)
+_ROWS_K_QUICK = (576,)
+_ROWS_MATRICES = 16  # of _GEMV_MATRIX_ELEMS each, cycled: 128 MB of fp32 weights per sweep
 _FILL_BITS = 0x3C233C23  # as fp32 ~0.00996, and each 16-bit half as bf16 ~0.00995: normal in both views
 
 _lock = threading.Lock()  # two app sessions calibrating at once would halve each other's numbers
@@ -75,6 +83,8 @@ class Calibration:
     bandwidth_copy_bytes_per_s: float  # (read + write) bytes / s
     matmul_flops_per_s: dict[str, float]  # dtype -> best achieved
     matmul_by_shape_flops_per_s: dict[str, dict[str, float]]  # dtype -> "MxKxN" -> flop/s
+    # dtype -> "MxK" -> seconds per weight element of F.linear with M rows and K-wide weight rows
+    matmul_rows_s: dict[str, dict[str, float]]
     overhead_step_s: float  # fp32: fixed per forward (embedding, final norm, lm_head call, Python, argmax)
     overhead_layer_s: float  # fp32: per decoder layer, beyond its bytes and FLOPs
     # dtype -> {"step_s", "layer_s"}: bf16 layers cost more fixed time (casts in norms and rotary).
@@ -111,6 +121,9 @@ class Calibration:
                 matmul_by_shape_flops_per_s={
                     str(d): {str(k): float(v) for k, v in table.items()}
                     for d, table in data["matmul_by_shape_flops_per_s"].items()},
+                matmul_rows_s={
+                    str(d): {str(k): float(v) for k, v in table.items()}
+                    for d, table in data["matmul_rows_s"].items()},
                 overhead_step_s=float(data["overhead_step_s"]),
                 overhead_layer_s=float(data["overhead_layer_s"]),
                 overhead_by_dtype_s={
@@ -143,6 +156,12 @@ class Calibration:
         for table in self.bandwidth_gemv_by_k_bytes_per_s.values():
             if not table or any(int(k) <= 0 for k in table):  # int() raises ValueError on a bad key
                 raise ValueError("GEMV table keys must be positive row lengths")
+        for table in self.matmul_rows_s.values():
+            if not all(math.isfinite(v) and v > 0 for v in table.values()):
+                raise ValueError("calibration holds a non-positive or non-finite matmul time")
+            for key in table:  # "MxK"; int() raises ValueError on a bad key
+                if len(key.split("x")) != 2 or min(int(x) for x in key.split("x")) <= 0:
+                    raise ValueError("matmul row-table keys must be 'MxK' with positive M and K")
 
 
 # ----------------------------------------------------------------------------- fingerprint and cache
@@ -273,6 +292,31 @@ def _gemv_table(buffer, ks: tuple[int, ...], dtype, repeats: int, max_s: float) 
     return {str(k): nbytes / statistics.median(times[k]) for k, (_, _, nbytes) in sweeps.items()}
 
 
+def _rows_table(buffer, ks: tuple[int, ...], dtype, repeats: int) -> dict[str, float]:
+    """Seconds per weight element of F.linear(x, W) with x (M x K), for M in _ROWS and K in `ks`,
+    cycling through _ROWS_MATRICES matrices of `buffer` as the GEMV table does (so each pass reads
+    its weights afresh). Row counts are interleaved within each repeat, so a drift of the VM's speed
+    hits them alike; M = 1 is the GEMV of the same matrices, the baseline the excess is taken from."""
+    import torch
+    import torch.nn.functional as F
+
+    flat = buffer.view(dtype)
+    times: dict[str, list[float]] = {}
+    for r in range(repeats + 1):
+        for k in ks:
+            n = max(64, _GEMV_MATRIX_ELEMS // k)
+            per = n * k
+            mats = [flat[i * per:(i + 1) * per].view(n, k) for i in range(min(_ROWS_MATRICES, flat.numel() // per))]
+            for m in _ROWS:
+                x = torch.full((m, k), 0.01, dtype=dtype)
+                start = time.perf_counter()
+                for w in mats:
+                    F.linear(x, w)
+                if r:  # repeat 0 is warm-up
+                    times.setdefault(f"{m}x{k}", []).append((time.perf_counter() - start) / (len(mats) * per))
+    return {key: statistics.median(ts) for key, ts in times.items()}
+
+
 def _matmul_table(shapes, dtype, repeats: int) -> dict[str, float]:
     import torch
 
@@ -373,6 +417,10 @@ def measure(quick: bool = False) -> Calibration:
         gemv = {"fp32": _gemv_table(buffer, ks, torch.float32, repeats, max_s=0.5 if quick else 1.5),
                 "bf16": _gemv_table(buffer, ks, torch.bfloat16, repeats, max_s=0.7 if quick else 2.0)}
 
+        rows_ks = _ROWS_K_QUICK if quick else _ROWS_K_FULL
+        rows = {"fp32": _rows_table(buffer, rows_ks, torch.float32, 1 if quick else 3),
+                "bf16": _rows_table(buffer, rows_ks, torch.bfloat16, 1 if quick else 3)}
+
         half = buffer.numel() // 2
         src, dst = buffer[:half], buffer[half:2 * half]
         copy_s = _median_time(lambda src=src, dst=dst: dst.copy_(src), repeats)
@@ -403,6 +451,7 @@ def measure(quick: bool = False) -> Calibration:
         bandwidth_copy_bytes_per_s=copy_bw,
         matmul_flops_per_s={d: max(t.values()) for d, t in matmul.items()},
         matmul_by_shape_flops_per_s=matmul,
+        matmul_rows_s=rows,
         overhead_step_s=overheads["fp32"]["step_s"], overhead_layer_s=overheads["fp32"]["layer_s"],
         overhead_by_dtype_s=overheads, overhead_points_s=points,
         gemv_working_set_bytes=working_set, load_avg_1m=load_avg,
@@ -492,6 +541,42 @@ def gemv_bandwidth(cal: Calibration, in_features: int, dtype: str = "fp32") -> f
             t = math.log(in_features / k0) / math.log(k1 / k0)
             return v0 + t * (v1 - v0)
     return pts[-1][1]  # unreachable: the loop covers the open interval
+
+
+def matmul_excess_s(cal: Calibration, rows: float, in_features: int, dtype: str = "fp32") -> float:
+    """Seconds per weight element that `rows` rows through a matrix with `in_features`-wide rows take
+    beyond one row (the matrix streamed once): the arithmetic a prefill adds to the weight stream.
+
+    Linear in the rows between the measured counts (a matmul's time is close to affine in its rows
+    once they fill the vector units) and past the last, along its last segment; log-linear in the
+    width between the measured widths, clamped at the ends. 0 without a table (a calibration from
+    before it) and for one row or fewer; never negative.
+    """
+    table = cal.matmul_rows_s.get(_short_dtype(dtype)) or cal.matmul_rows_s.get("fp32")
+    if not table or rows <= 1:
+        return 0.0
+    widths = sorted({int(key.split("x")[1]) for key in table})
+
+    def at_width(k: int) -> float:
+        pts = sorted((int(key.split("x")[0]), v) for key, v in table.items() if int(key.split("x")[1]) == k)
+        base = pts[0][1]
+        if rows >= pts[-1][0]:
+            (m0, v0), (m1, v1) = pts[-2], pts[-1]
+            return max(0.0, v1 + (v1 - v0) / (m1 - m0) * (rows - m1) - base)
+        for (m0, v0), (m1, v1) in itertools.pairwise(pts):
+            if m0 <= rows <= m1:
+                return max(0.0, v0 + (v1 - v0) * (rows - m0) / (m1 - m0) - base)
+        return 0.0  # unreachable: rows lies between the first and last counts
+
+    if in_features <= widths[0] or len(widths) == 1:
+        return at_width(widths[0])
+    if in_features >= widths[-1]:
+        return at_width(widths[-1])
+    for k0, k1 in itertools.pairwise(widths):
+        if k0 <= in_features <= k1:
+            t = math.log(in_features / k0) / math.log(k1 / k0)
+            return at_width(k0) + t * (at_width(k1) - at_width(k0))
+    return at_width(widths[-1])  # unreachable: the loop covers the open interval
 
 
 def overhead_s(cal: Calibration, layers: int, dtype: str = "fp32") -> float:

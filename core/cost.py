@@ -49,6 +49,14 @@ class ForwardCost:
     # Mixture of experts: expected distinct experts each MoE layer reads in this forward (None
     # for a dense model). Its weight bytes count these experts only.
     experts_read: float | None = None
+    # Rows through the weight matrices (new tokens over every sequence) and through the LM head:
+    # a CPU's matmul rate depends on how many rows share one pass over a matrix (core.calibrate).
+    # 0 (a cost built before these were kept): n_new x batch and batch.
+    tokens: int = 0
+    lm_rows: int = 0
+    # The layers' matrix FLOPs that scale with the tokens (all of attn_proj and mlp, but a latent
+    # attention's re-expansion of cached positions): what a row-count rate prices. 0: unknown.
+    row_flops: int = 0
 
     @property
     def intensity(self) -> float:
@@ -60,6 +68,7 @@ class ForwardCost:
             "n_new": self.n_new, "n_cached": self.n_cached, "batch": self.batch,
             "flops": dict(self.flops), "flops_attn_causal": self.flops_attn_causal,
             "bytes": dict(self.bytes), "intensity": self.intensity, "experts_read": self.experts_read,
+            "tokens": self.tokens, "lm_rows": self.lm_rows, "row_flops": self.row_flops,
         }
 
 
@@ -383,7 +392,8 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
     widest = max(clean, key=lambda r: (r[0], r[1]))
     return ForwardCost(n_new=widest[0], n_cached=widest[1], batch=n_rows, flops=flops,
                        flops_attn_causal=per_pair * causal_pairs + per_latent_pair * latent_causal, bytes=nbytes_,
-                       experts_read=experts)
+                       experts_read=experts, tokens=tokens, lm_rows=lm_rows,
+                       row_flops=flops["attn_proj"] + flops["mlp"] - up_flops)
 
 
 def _flat(cost: ForwardCost) -> list[int]:

@@ -138,12 +138,14 @@ def cost_kwargs(s: Scenario) -> dict[str, Any]:
     return {"weight_dtype": s.weight_dtype, "kv_dtype": s.kv_dtype, "lm_head_tokens": 1, "mla_form": s.mla_form}
 
 
-def decode_time_s(pred: Predictor, decode: dict[str, Any]) -> float:
-    """Predicted time of all decode steps from their summed cost (core.cost.estimate's "decode")."""
+def decode_time_s(pred: Predictor, decode: dict[str, Any], batch: int = 1) -> float:
+    """Predicted time of all decode steps from their summed cost (core.cost.estimate's "decode"), each
+    step `batch` rows (the rows a calibrated CPU's arithmetic is priced at)."""
     steps = decode["steps"]
     if steps == 0:
         return 0.0
-    summed = {"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]}, "n_new": 1}
+    summed = {"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]}, "n_new": 1,
+              "batch": batch}
     extra_overheads = (steps - 1) * pred.coef["overhead"] * pred.overhead_s
     return pred.predict_s(summed, "decode") + extra_overheads
 
@@ -164,7 +166,7 @@ def per_device(cost: dict[str, Any], spec: ModelSpec, tp: int) -> dict[str, Any]
          "kv_read": cost["bytes"]["kv_read"] * share, "kv_write": cost["bytes"]["kv_write"] * share}
     b["total"] = sum(b.values())
     flops = {k: v / tp for k, v in cost["flops"].items()}
-    return {**cost, "bytes": b, "flops": flops}
+    return {**cost, "bytes": b, "flops": flops, "row_flops": cost.get("row_flops", 0) / tp}
 
 
 def allreduce_s(spec: ModelSpec, hardware: HardwareSpec, tp: int, tokens: int, act_dtype: str) -> float:

@@ -52,7 +52,7 @@ def estimate_run(model: str, hardware: str, prompt_len: int, gen_len: int, batch
     result["tp"] = tp
     if hardware == "host":  # this machine, calibrated: its predictor prices the generation directly
         steps = gen_len - 1
-        decode_time = decode_time_s(pred, result["decode"])
+        decode_time = decode_time_s(pred, result["decode"], batch)
         _times(result, pred.predict_s(prefill_cost, "prefill"), decode_time, decode_time / steps if steps else None)
         _host_memory(result, spec, batch, prompt_len, w_dt, measure)
     else:  # a datasheet machine: the what-if answer, read as this command's fields

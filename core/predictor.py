@@ -46,7 +46,7 @@ UNFITTED = {"overhead": 1.0, "memory": 1.0, "kv": 1.0, "compute": 1.0, "prefill_
 # and launch overhead per layer. Assumptions, not measurements: they are shown as such.
 PRESET_ASSUMPTIONS = {"bandwidth_efficiency": 0.8, "compute_efficiency": 0.6, "overhead_layer_s": 20e-6,
                       "overhead_step_s": 100e-6}
-FIT_FORMAT = 3
+FIT_FORMAT = 4  # 4: the compute term from the calibrated matmul row curves
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ class Predictor:
     coef: dict[str, float] = field(default_factory=lambda: dict(UNFITTED))
     fitted: bool = False
     fit_info: dict[str, Any] | None = None
+    # The arithmetic a forward adds to streaming its weights, as calibrated on this CPU for each
+    # count of rows through a matrix (matmul_curve): (rows, seconds per FLOP-per-row) for the decoder
+    # layers' matrices and for the LM head. Empty (a datasheet machine, an engine's fit): FLOPs / peak.
+    layer_curve: tuple[tuple[int, float], ...] = ()
+    head_curve: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         # a coefficient set written before a term existed prices that term as unfitted
@@ -77,13 +82,35 @@ class Predictor:
             "overhead": self.overhead_s,
             "memory": (b["weights"] + b["activations"]) / self.bandwidth,
             "kv": (b["kv_read"] + b["kv_write"]) / self.bandwidth,
-            "compute": f["total"] / self.peak,
+            "compute": self._compute_s(cost, f, n_new),
             # Keyed on the shape, not the name: a no-cache "decode" step re-reads the whole prompt
             # in one multi-token forward, so it pays what a prefill pays.
             "prefill_extra": 1.0 if phase == "prefill" or n_new > 1 else 0.0,
             # on top of the compute term, which already counts these FLOPs at the matrix rate
             "attention": f["attn_scores"] / self.peak,
         }
+
+    def _compute_s(self, cost: ForwardCost | dict, f: dict, n_new: int) -> float:
+        """The arithmetic term: FLOPs / peak, or, with calibrated row curves, each matrix product's
+        time beyond streaming its weights at its count of rows (a 16-token prefill runs its matrices
+        at a third of the rate a 256-token one does on this kind of CPU), attention scores at peak."""
+        if not self.layer_curve:
+            return f["total"] / self.peak
+        if isinstance(cost, ForwardCost):
+            batch, tokens, lm_rows, per_rows = cost.batch, cost.tokens, cost.lm_rows, cost.row_flops
+        else:
+            batch, tokens = int(cost.get("batch", 1)), int(cost.get("tokens", 0))
+            lm_rows, per_rows = int(cost.get("lm_rows", 0)), cost.get("row_flops", 0)
+        tokens = tokens or n_new * batch
+        lm_rows = lm_rows or batch
+        matmul = f["attn_proj"] + f["mlp"]
+        per_rows = per_rows or matmul  # a cost from before row_flops was kept: every matrix FLOP scales
+        # what does not scale with the tokens (latent attention re-expanding its cache) at peak, as before
+        seconds = (f["attn_scores"] + matmul - per_rows) / self.peak
+        seconds += curve_at(self.layer_curve, tokens) / tokens * per_rows
+        if lm_rows and f["lm_head"]:
+            seconds += curve_at(self.head_curve or self.layer_curve, lm_rows) / lm_rows * f["lm_head"]
+        return seconds
 
     def predict_s(self, cost: ForwardCost | dict, phase: str) -> float:
         return float(sum(self.contributions_s(cost, phase).values()))
@@ -127,16 +154,55 @@ def host_predictor(spec: ModelSpec, dtype: str = "fp32", calibration=None, use_f
     dtype = normalize_dtype(dtype)
     cal = calibration if calibration is not None else calibrate.host_calibration(measure)
     hardware = calibrate.host_spec(cal)
+    def excess(rows: int, k: int) -> float:
+        return calibrate.matmul_excess_s(cal, rows, k, dtype)
+
+    grid = sorted({int(key.split("x")[0]) for table in cal.matmul_rows_s.values() for key in table})
     predictor = Predictor(
         hardware=hardware, n_layers=spec.n_layers, dtype=dtype,
         overhead_s=calibrate.overhead_s(cal, spec.n_layers, dtype),
         bandwidth=weight_stream_bandwidth(spec, lambda k: calibrate.gemv_bandwidth(cal, k, dtype)),
-        peak=_peak_for(hardware, dtype))
+        peak=_peak_for(hardware, dtype),
+        layer_curve=matmul_curve(layer_matrices(spec), excess, grid),
+        head_curve=matmul_curve([(spec.hidden, spec.vocab * spec.hidden)], excess, grid))
     if use_fit:
         saved = load_fit(predictor, spec)
         if saved is not None:
             return saved
     return predictor
+
+
+def layer_matrices(spec: ModelSpec) -> list[tuple[int, int]]:
+    """(row width, elements over all layers) of the decoder layers' weight matrices."""
+    per_layer = [*spec.attn_matrices(),  # q, k, v (or latent) and output projections
+                 (spec.hidden, spec.mlp_in_matrices * spec.hidden * spec.mlp_width),  # gate and up
+                 (spec.mlp_width, spec.mlp_width * spec.hidden)]  # down
+    return [(k, n * spec.n_layers) for k, n in per_layer]
+
+
+def matmul_curve(matrices: list[tuple[int, int]], excess: Callable[[int, int], float],
+                 grid: list[int]) -> tuple[tuple[int, float], ...]:
+    """(rows, seconds per FLOP-per-row) at each calibrated row count: the time `matrices` take
+    beyond streaming them once, when that many rows pass through each, over their FLOPs per row.
+    It is linear in the rows between the grid's counts (core.calibrate.matmul_excess_s), so these
+    points describe it whole (curve_at); () without a grid."""
+    per_row = 2.0 * sum(n for _, n in matrices)
+    if not grid or not per_row:
+        return ()
+    return tuple((m, sum(n * excess(m, k) for k, n in matrices) / per_row) for m in grid)
+
+
+def curve_at(curve: tuple[tuple[int, float], ...], rows: int) -> float:
+    """A matmul_curve at `rows`: linear between its points, along its last segment past them."""
+    if rows <= curve[0][0]:
+        return curve[0][1] if rows == curve[0][0] else 0.0
+    for (m0, v0), (m1, v1) in zip(curve, curve[1:], strict=False):
+        if rows <= m1:
+            return v0 + (v1 - v0) * (rows - m0) / (m1 - m0)
+    if len(curve) < 2:
+        return curve[-1][1]
+    (m0, v0), (m1, v1) = curve[-2], curve[-1]
+    return max(0.0, v1 + (v1 - v0) * (rows - m1) / (m1 - m0))
 
 
 def weight_stream_bandwidth(spec: ModelSpec, gemv_bandwidth: Callable[[int], float]) -> float:
@@ -146,10 +212,7 @@ def weight_stream_bandwidth(spec: ModelSpec, gemv_bandwidth: Callable[[int], flo
     2048-wide rows (measured by core.calibrate), so one bandwidth figure would misprice a small
     model. The effective figure is total bytes over the summed time of every matrix.
     """
-    per_layer = [*spec.attn_matrices(),  # q, k, v (or latent) and output projections
-                 (spec.hidden, spec.mlp_in_matrices * spec.hidden * spec.mlp_width),  # gate and up
-                 (spec.mlp_width, spec.mlp_width * spec.hidden)]  # down
-    matrices = [(k, n * spec.n_layers) for k, n in per_layer] + [(spec.hidden, spec.vocab * spec.hidden)]
+    matrices = layer_matrices(spec) + [(spec.hidden, spec.vocab * spec.hidden)]
     total = sum(n for _, n in matrices)
     seconds = sum(n / gemv_bandwidth(k) for k, n in matrices)
     return total / seconds

@@ -314,7 +314,7 @@ def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Pr
                          "n_new": 1}, spec, s.tp)
     parts = {k: v for k, v in summed["flops"].items() if k != "total"}
     decode_s = decode_time_s(pred, {**decode, "bytes": summed["bytes"], "flops": summed["flops"]["total"],
-                                    "flops_by_part": parts})
+                                    "flops_by_part": parts}, s.batch)
     decode_s += decode["steps"] * allreduce_s(spec, hardware, s.tp, s.batch, act_dt)
     return ttft, decode_s
 

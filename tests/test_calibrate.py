@@ -84,6 +84,9 @@ def test_dict_round_trip(quick_cal):
     lambda d: d.update(matmul_flops_per_s={"fp32": 1e10}),
     lambda d: d.update(overhead_points_s="not a dict"),
     lambda d: d.update(bandwidth_gemv_by_k_bytes_per_s={"fp32": {"wide": 1e10}}),
+    lambda d: d.pop("matmul_rows_s"),
+    lambda d: d.update(matmul_rows_s={"fp32": {"16x576": 0.0}}),
+    lambda d: d.update(matmul_rows_s={"fp32": {"sixteen": 1e-10}}),
 ])
 def test_from_dict_rejects_bad_entries(quick_cal, mutate):
     data = quick_cal.to_dict()
@@ -204,3 +207,33 @@ def test_resolve_hardware_passes_presets_through(counting_measure):
     with pytest.raises(ValueError, match="unknown hardware"):
         calibrate.resolve_hardware("no-such-gpu", measure=True)
     assert counting_measure == []
+
+
+def test_the_row_table_times_matmuls_by_their_rows_and_grows_with_them(quick_cal):
+    """The matmul row table (core.predictor prices a prefill's arithmetic from it): seconds per weight
+    element for 1 to 256 rows; more rows take longer per pass, and far less per row."""
+    for dtype in ("fp32", "bf16"):
+        table = quick_cal.matmul_rows_s[dtype]
+        assert {int(key.split("x")[0]) for key in table} == set(calibrate._ROWS)
+        fp32 = quick_cal.matmul_rows_s["fp32"]
+    one, many = fp32["1x576"], fp32["256x576"]
+    assert many > one and many / 256 < one / 4  # 256 rows cost more than one, and far less than 256 passes
+
+
+def _table_cal(quick_cal, table):
+    return dataclasses.replace(quick_cal, matmul_rows_s={"fp32": table})
+
+
+def test_matmul_excess_interpolates_in_rows_extrapolates_past_them_and_blends_widths(quick_cal):
+    table = {"1x576": 1.0, "4x576": 2.0, "16x576": 4.0, "64x576": 10.0, "256x576": 40.0,
+             "1x2048": 1.0, "4x2048": 1.5, "16x2048": 3.0, "64x2048": 8.0, "256x2048": 32.0}
+    cal = _table_cal(quick_cal, table)
+    ex = calibrate.matmul_excess_s
+    assert ex(cal, 1, 576) == 0.0 and ex(cal, 0.5, 576) == 0.0  # one row: the stream alone
+    assert ex(cal, 16, 576) == pytest.approx(3.0)
+    assert ex(cal, 10, 576) == pytest.approx(2.0)  # halfway between 4 (1.0) and 16 (3.0)
+    assert ex(cal, 512, 576) == pytest.approx(40.0 + 30.0 / 192 * 256 - 1.0)  # the last segment's slope
+    assert ex(cal, 16, 300) == ex(cal, 16, 576) and ex(cal, 16, 8192) == ex(cal, 16, 2048)  # clamped
+    middle = ex(cal, 16, 1086)  # log-halfway between the widths
+    assert middle == pytest.approx((3.0 + 2.0) / 2, rel=0.01)
+    assert ex(dataclasses.replace(quick_cal, matmul_rows_s={}), 64, 576) == 0.0  # no table: nothing added

@@ -256,7 +256,7 @@ def test_prefill_is_compute_heavy_decode_is_memory_heavy():
 def test_to_dict_format():
     d = forward_cost(load_model_preset("gpt2"), 5, 3, 2).to_dict()
     assert list(d) == ["n_new", "n_cached", "batch", "flops", "flops_attn_causal", "bytes", "intensity",
-                       "experts_read"]
+                       "experts_read", "tokens", "lm_rows", "row_flops"]
     assert set(d["flops"]) == {"attn_proj", "attn_scores", "mlp", "lm_head", "total"}
     assert set(d["bytes"]) == {"weights", "kv_read", "kv_write", "activations", "total"}
     assert (d["n_new"], d["n_cached"], d["batch"]) == (5, 3, 2)

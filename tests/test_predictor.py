@@ -258,3 +258,57 @@ def test_estimate_of_latent_attention_names_the_form_it_prices():
     # same prefill arithmetic in both forms; a decode step's arithmetic far smaller absorbed
     assert gpu["prefill"]["flops"] == host["prefill"]["flops"]
     assert gpu["decode"]["flops"] < host["decode"]["flops"] / 2
+
+
+def _with_curves(pred: P.Predictor) -> P.Predictor:
+    """A predictor with row curves from a made-up table: 16 rows run a matrix at a third of the
+    per-FLOP speed 256 rows do, as measured on this kind of CPU."""
+    per_elem = {1: 0.0, 4: 1e-10, 16: 2e-10, 64: 5e-10, 256: 15e-10}
+
+    def excess(rows: int, k: int) -> float:
+        return per_elem[rows]
+
+    grid = sorted(per_elem)
+    return replace(pred, layer_curve=P.matmul_curve(P.layer_matrices(SMOL), excess, grid),
+                   head_curve=P.matmul_curve([(SMOL.hidden, SMOL.vocab * SMOL.hidden)], excess, grid))
+
+
+def test_the_compute_term_prices_each_row_count_at_its_own_calibrated_rate():
+    """With calibrated row curves a prefill's arithmetic is the matrices' time beyond their stream at
+    its count of rows: per FLOP, 16 rows cost more than 256 (the transfer benchmark's short prompts ran
+    slower and its long ones faster than one peak rate said); one row (decode) adds none beyond the
+    attention scores; without curves the term is FLOPs / peak as before."""
+    plain = _cpu_like()
+    pred = _with_curves(plain)
+    short, long_ = forward_cost(SMOL, 16, 0), forward_cost(SMOL, 256, 0)
+    per_flop = [pred.terms_s(c, "prefill")["compute"] / (c.flops["attn_proj"] + c.flops["mlp"]) for c in (short, long_)]
+    assert per_flop[0] > 1.5 * per_flop[1]  # the table's 2.1 times, less the attention scores priced at peak
+    decode = forward_cost(SMOL, 1, 100)
+    assert pred.terms_s(decode, "decode")["compute"] == pytest.approx(decode.flops["attn_scores"] / 80e9)
+    assert plain.terms_s(long_, "prefill")["compute"] == pytest.approx(long_.flops["total"] / 80e9)
+    # a matmul's time is linear in its rows between the calibrated counts: 160 rows sit halfway
+    layer = (pred.terms_s(forward_cost(SMOL, 160, 0), "prefill")["compute"]
+             - forward_cost(SMOL, 160, 0).flops["attn_scores"] / 80e9)
+    per_row = 2.0 * sum(n for _, n in P.layer_matrices(SMOL))
+    assert layer == pytest.approx(per_row / 2 * (5e-10 + 15e-10) / 2, rel=1e-6)
+
+
+def test_a_batch_of_decodes_is_priced_by_its_rows_and_an_old_cost_dict_by_its_shape():
+    """A batch of 64 decodes sends 64 rows through every matrix: the same arithmetic per row as a
+    64-token prefill. A cost dict saved before rows were kept is read as n_new x batch rows."""
+    pred = _with_curves(_cpu_like())
+    batched = forward_cost(SMOL, 1, 100, batch=64)
+    prefill = forward_cost(SMOL, 64, 0)
+    beyond_scores = [pred.terms_s(c, "decode")["compute"] - c.flops["attn_scores"] / 80e9 for c in (batched, prefill)]
+    assert batched.tokens == prefill.tokens == 64 and batched.lm_rows == 64 and prefill.lm_rows == 1
+    head = P.curve_at(pred.head_curve, 64) / 64 * batched.flops["lm_head"]  # 64 rows through the head, not one
+    assert head > 0 and beyond_scores[0] == pytest.approx(beyond_scores[1] + head)
+    old = {k: v for k, v in batched.to_dict().items() if k not in ("tokens", "lm_rows")}
+    assert pred.terms_s(old, "decode")["compute"] == pytest.approx(pred.terms_s(batched, "decode")["compute"])
+
+
+def test_curve_at_is_linear_between_points_and_along_the_last_segment_past_them():
+    curve = ((1, 0.0), (4, 3.0), (16, 6.0))
+    assert P.curve_at(curve, 1) == 0.0 and P.curve_at(curve, 0) == 0.0
+    assert P.curve_at(curve, 2) == pytest.approx(1.0) and P.curve_at(curve, 10) == pytest.approx(4.5)
+    assert P.curve_at(curve, 28) == pytest.approx(9.0)

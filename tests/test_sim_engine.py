@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from core import predictor as P
 from core.cost import forward_cost, held_positions, step_cost
 from core.hardware import load_hardware
 from core.predictor import Predictor
@@ -189,3 +190,26 @@ def test_deterministic_with_a_seed():
 def test_bad_settings_are_refused_in_words(bad):
     with pytest.raises(ValueError):
         simulate(SimConfig(requests=10, **bad))
+
+
+@pytest.mark.parametrize("preset", ["smollm2-135m", "mixtral-8x7b", "deepseek-v3"])
+@pytest.mark.parametrize("tp", [1, 2])
+def test_fast_step_time_carries_a_calibrated_cpus_row_curves(preset, tp):
+    """A calibrated CPU prices a matmul's arithmetic by its rows (core.predictor.matmul_curve), which
+    is piecewise linear in the tokens, not linear: the fast path carries the curves and still agrees
+    with the cost function on row sets it was not fitted at, in every segment and past the last."""
+    from dataclasses import replace
+
+    spec, hw, s = load_model_preset(preset), load_hardware("h100-sxm"), Scenario(tp=tp)
+    base = predictor(spec, hw, s)
+    per_elem = {1: 0.0, 4: 1e-13, 16: 2e-13, 64: 5e-13, 256: 15e-13}
+    grid = sorted(per_elem)
+    curved = replace(base, layer_curve=P.matmul_curve(P.layer_matrices(spec), lambda m, k: per_elem[m], grid),
+                     head_curve=P.matmul_curve([(spec.hidden, spec.vocab * spec.hidden)],
+                                               lambda m, k: per_elem[m], grid))
+    fast = StepTime.fit(spec, hw, s, curved)
+    rng = random.Random(11)
+    for _ in range(30):
+        rows = [(rng.choice([1, 1, rng.randint(2, 700)]), rng.randint(0, 4000)) for _ in range(rng.randint(1, 90))]
+        assert fast.of_rows(rows) == pytest.approx(step_time_s(spec, hw, s, rows, curved), rel=1e-9)
+    assert fast.of_rows([(200, 0)]) > StepTime.fit(spec, hw, s, base).of_rows([(200, 0)])

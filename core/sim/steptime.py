@@ -27,10 +27,12 @@ import numpy as np
 
 from core.cost import RowShape, RowSums, _position_rows, held_positions, latent_costs, row_sums
 from core.hardware import HardwareSpec
+from core.predictor import curve_at
 from core.spec import ModelSpec
 
 FEATURES = ("base", "per_row", "per_token", "per_embedding_row", "per_held", "per_pair", "multi_token",
-            "per_position", "per_expert", "per_latent_pair", "per_expanded", "per_absorbed")
+            "per_position", "per_expert", "per_latent_pair", "per_expanded", "per_absorbed",
+            "per_curve_token", "per_curve_row")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,12 @@ class StepTime:
     per_latent_pair: float = 0.0
     per_expanded: float = 0.0
     per_absorbed: float = 0.0
+    # A calibrated CPU prices a matmul's arithmetic by how many rows pass through it: piecewise linear
+    # in the tokens (the layers' matrices) and in the rows (the LM head), core.predictor.matmul_curve.
+    per_curve_token: float = 0.0
+    per_curve_row: float = 0.0
+    token_curve: tuple[tuple[int, float], ...] = ()
+    row_curve: tuple[tuple[int, float], ...] = ()
     vocab: int = 1 << 62
     n_layers: int = 1
     learned_positions: int = 0  # max positions of a learned table; 0 when the model has none
@@ -77,7 +85,9 @@ class StepTime:
                 + self.per_embedding_row * min(tokens, self.vocab) + self.per_held * held
                 + self.per_pair * pairs + (self.multi_token if multi else 0.0) + self.per_position * positions
                 + (self.per_expert * self.experts_read(tokens) if self.experts else 0.0)
-                + self.per_latent_pair * latent[0] + self.per_expanded * latent[1] + self.per_absorbed * latent[2])
+                + self.per_latent_pair * latent[0] + self.per_expanded * latent[1] + self.per_absorbed * latent[2]
+                + (self.per_curve_token * curve_at(self.token_curve, tokens) if self.token_curve else 0.0)
+                + (self.per_curve_row * curve_at(self.row_curve, rows) if self.row_curve else 0.0))
 
     def sums(self, rows: Sequence[tuple[int, int]]) -> tuple[int, int, int, bool, tuple[int, int, int]]:
         """(tokens, held, pairs, any multi-token row, latent sums) of (n_new, n_cached) rows: see `seconds`."""
@@ -110,13 +120,17 @@ class StepTime:
         designs = [[(1, 0)], [(1, 0), (1, 0)], [(1, 100)], [(2, 0)], [(7, 0)], [(3, 50), (1, 10)], [(3, 0)],
                    [(5, 5), (5, 5), (1, 300)], [(1, 2000), (4, 0)], [(v + 10, 0)], [(v + 100, 3), (1, 7)],
                    [(1, 9000), (1, 40), (1, 3)], [(64, 4000)], [(300, 0), (1, 5000), (1, 1)],
-                   [(400, 100)], [(256, 1000), (1, 20)], [(5, 3000), (1, 1)]]
+                   [(400, 100)], [(256, 1000), (1, 20)], [(5, 3000), (1, 1)],
+                   # every segment of a calibrated row curve (1, 4, 16, 64, 256 rows) met inside
+                   [(16, 0)], [(32, 0)], [(128, 0)], *([(1, 30)] * n for n in (10, 40, 100))]
         template = cls(vocab=v, n_layers=spec.n_layers,
                        learned_positions=spec.max_positions if spec.learned_pos_emb else 0,
                        sliding=None if spec.sliding_window is None else
                        (spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window),
                        experts=(spec.n_experts, spec.experts_per_token) if spec.is_moe else None,
-                       latent=latent_costs(spec) if spec.is_mla else None)  # step_time_s runs rows as engines do
+                       latent=latent_costs(spec) if spec.is_mla else None,  # step_time_s runs rows as engines do
+                       token_curve=pred.layer_curve, row_curve=pred.head_curve or pred.layer_curve
+                       if pred.layer_curve else ())
         x, y = [], []
         for rows in designs:
             tokens, held, pairs, multi, latent = template.sums(rows)
@@ -124,7 +138,9 @@ class StepTime:
             positions = (_position_rows([(n, c, 1) for n, c in rows], spec.max_positions)
                          if spec.learned_pos_emb else 0)
             x.append([1.0, len(rows), tokens, min(tokens, v), held, pairs, float(multi),
-                      positions, template.experts_read(tokens), *latent])
+                      positions, template.experts_read(tokens), *latent,
+                      curve_at(template.token_curve, tokens) if template.token_curve else 0.0,
+                      curve_at(template.row_curve, len(rows)) if template.row_curve else 0.0])
             y.append(step_time_s(spec, hardware, scenario, rows, pred))
         xa, ya = np.array(x, dtype=float), np.array(y, dtype=float)
         scale = np.abs(xa).max(axis=0)

@@ -333,7 +333,8 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
         # the answer sets the mean step (TPOT, as the tile prints it) against the printed paper time
         end = paper_end(pred, measured, shown.sig3_value(perf.tpot_ms(events)), beats_paper(events, ctx))
         v["paper_end"] = reading("paper_end", end, {})
-        v["paper_adds"] = reading("paper_adds", "stream" if terms.get("memory", 0.0) > weights_ms else "plain", {})
+        v["paper_adds"] = reading("paper_adds", paper_adds(terms.get("memory", 0.0), weights_ms,
+                                                         terms.get("compute", 0.0), pred), {})
     return v
 
 
@@ -344,6 +345,18 @@ def _decode_budget(events: list[Event], ctx: RunContext) -> dict[str, str]:
 # prediction (readers given a sum of three signed parts to check got lost in it). Each reading is a
 # named decision on this run's figures; its words are assets/lesson/readings/paper_end.<reading>.md.
 PAPER_ENDS = ("close", "outliers", "run_slow", "faster", "beat_paper")
+# What the prediction adds to paper, named: the fixed costs always; slower streaming when the fitted
+# weight stream is slower than the calibrated ceiling; the arithmetic when it is at least this share
+# of the prediction (a CPU multiplies one row per matrix as fast as the weights arrive, so a decode
+# step's arithmetic is a fraction of a millisecond where it is calibrated per row count).
+PAPER_ADDS = ("plain", "stream", "plain_bare", "stream_bare")
+ARITHMETIC_NAMED = 0.05
+
+
+def paper_adds(memory_ms: float, weights_ms: float, compute_ms: float, predicted_ms: float) -> str:
+    """Which of PAPER_ADDS the paper answer names (the parts in ms, medians over the steps)."""
+    name = "stream" if memory_ms > weights_ms else "plain"
+    return name if compute_ms >= ARITHMETIC_NAMED * predicted_ms else f"{name}_bare"
 OFF_PREDICTION = 0.05  # the mean step this far from the median prediction is said to be off it
 
 
