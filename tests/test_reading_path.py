@@ -178,7 +178,11 @@ def test_the_details_never_say_a_run_fell_short_of_a_ceiling_it_beat(run, ceilin
     budget_title = figures.budget_patch(trace.events, last, ctx)["layout"]["title.text"]
     assert budget_title == figures.BUDGET_TITLES["faster" if ceiling_share < 1 else "slower"]
     roof_title = figures.roofline_patch(trace.events, last, ctx)["layout"]["title.text"]
-    assert roof_title == figures.ROOFLINE_TITLES["past" if past else "short"]
+    achieved, ceiling = (float(v[k].split()[0]) for k in ("achieved_gbs", "ceiling_gbs"))
+    side = "past" if past else "under" if achieved < readings.UNDER_SLOPE * ceiling else "short"
+    assert roof_title == figures.ROOFLINE_TITLES[side]
+    assert readings.roofline_side(9.32e9, 28.85e9) == "under" and readings.roofline_side(11e9, 15e9) == "short"
+    assert readings.roofline_side(16e9, 15e9) == "past"
 
 
 def test_a_prefill_left_of_the_ridge_is_capped_by_its_bytes_and_says_when_it_fell_short():

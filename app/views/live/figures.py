@@ -318,6 +318,8 @@ def crossover_figure(ctx: RunContext, batches: tuple[int, ...] = (1, 4, 16)) -> 
 ROOFLINE_TITLES = {
     "short": "Decode sits on the bandwidth slope, far from the compute roof: bandwidth sets its pace",
     "past": "Decode sits by the bandwidth slope, far from the compute roof (this run beat the calibrated slope)",
+    "under": "Decode sits below the bandwidth slope, far from the compute roof: memory traffic and fixed costs set "
+             "its pace, not arithmetic",
 }
 
 
@@ -388,8 +390,7 @@ def roofline_patch(events: list[Event], k: int, ctx: RunContext) -> Patch:
     patch: Patch = {"append": append}
     achieved = perf.achieved_bandwidth(events[:k + 1]) if e.phase == "decode" else None
     if achieved and ctx.ceilings.bandwidth:
-        past = readings.past_ceiling(achieved, ctx.ceilings.bandwidth)
-        patch["layout"] = {"title.text": ROOFLINE_TITLES["past" if past else "short"]}
+        patch["layout"] = {"title.text": ROOFLINE_TITLES[readings.roofline_side(achieved, ctx.ceilings.bandwidth)]}
     return patch
 
 

@@ -23,6 +23,18 @@ def past_ceiling(measured: float, ceiling: float) -> bool:
     return shown.gbs_value(measured) > shown.gbs_value(ceiling)
 
 
+# A decode run at under this share of the calibrated slope (as printed) sits visibly below it on the
+# roofline: its title must not say "on the slope" (a reader saw 32% and doubted the chapter's claim).
+UNDER_SLOPE = 0.5
+
+
+def roofline_side(measured: float, ceiling: float) -> str:
+    """"past" (the run beat the calibrated slope), "under" (below UNDER_SLOPE of it) or "short"."""
+    if past_ceiling(measured, ceiling):
+        return "past"
+    return "under" if shown.gbs_value(measured) < UNDER_SLOPE * shown.gbs_value(ceiling) else "short"
+
+
 def paper_step_ms(decode: list[Event], bandwidth: float) -> float:
     """Bytes ÷ bandwidth for the median decode step, as the page prints it: divided from the printed
     MB and GB/s, so a reader's own division gives the printed time (the dashed line, perf.paper_ms per
