@@ -9,7 +9,10 @@ The model is additive, the way the calibrated analysers that held up on real CPU
               their matrix products: 0 on this host, fitted for a serving engine)
 
 with the bandwidth and peak measured on this machine by `core.calibrate` (the "host" preset) or
-taken from a datasheet (the other presets). Each term carries a coefficient: 1.0 means "exactly
+taken from a datasheet (the other presets). On this machine the FLOPs term is priced by rows, not
+at one peak: a CPU multiplies a matrix by 16 rows at a third of the rate it reaches with 256, so the
+term is each matrix's calibrated time beyond streaming it once at the forward's row count
+(`matmul_curve`); a decode step's single row adds next to nothing to its weight stream. Each term carries a coefficient: 1.0 means "exactly
 the roofline figure"; `fit` sets them by least squares from measured forwards of one model on
 this machine, so the prediction becomes calibrated without becoming a lookup table. The naive
 roofline `max(FLOPs / peak, bytes / bandwidth)` is kept beside it so the gain stays visible.
@@ -154,6 +157,7 @@ def host_predictor(spec: ModelSpec, dtype: str = "fp32", calibration=None, use_f
     dtype = normalize_dtype(dtype)
     cal = calibration if calibration is not None else calibrate.host_calibration(measure)
     hardware = calibrate.host_spec(cal)
+
     def excess(rows: int, k: int) -> float:
         return calibrate.matmul_excess_s(cal, rows, k, dtype)
 
