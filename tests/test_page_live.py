@@ -131,7 +131,7 @@ def _assert_html_titles_and_legend(page, state: dict) -> None:
     assert predicted.get_attribute("aria-pressed") == "true"
     page.wait_for_function(shown, arg=True, timeout=10_000)  # drawn again before the screenshot
     sub = latency.locator(".pd-chart-sub").inner_text()
-    assert "prediction error" in sub and "prefill" in sub and "(median;" in sub and " predicted too fast)" in sub, sub
+    assert "prediction error" in sub and "prefill" in sub and "(the steps' median;" in sub and " predicted too fast)" in sub, sub
     assert "below 0 = predicted too fast" in latency.locator(".pd-chart-notes").inner_text()
     for name in ("latency", "traffic"):  # plain words for the reader, no code names
         text = page.locator(f".pd-chart[data-chart={name}]").inner_text()

@@ -135,10 +135,13 @@ def _probe_run() -> EngineRun:
 
 def base_predictor(dtype: str = DEFAULT_DTYPE) -> Predictor:
     """The host predictor for the embedded model in the engine's dtype, unfitted, without the
-    runner's own per-forward overhead (see the module docstring)."""
+    runner's own per-forward overhead (see the module docstring), and with its FLOPs at one peak: the
+    row curves were calibrated on this process's PyTorch matmuls, not an engine's kernels, and a fit
+    saved in assets/engines/fits.json is rebuilt without them."""
     from core.predictor import host_predictor
 
-    return replace(host_predictor(embedded_spec(), dtype, use_fit=False), overhead_s=0.0)
+    return replace(host_predictor(embedded_spec(), dtype, use_fit=False), overhead_s=0.0, layer_curve=(),
+                   head_curve=())
 
 
 MAX_FIT_ERROR = 0.35  # a fit worse than this on its own probe says the probe was disturbed, not the engine
