@@ -162,6 +162,10 @@ class Calibration:
             for key in table:  # "MxK"; int() raises ValueError on a bad key
                 if len(key.split("x")) != 2 or min(int(x) for x in key.split("x")) <= 0:
                     raise ValueError("matmul row-table keys must be 'MxK' with positive M and K")
+            for k in {key.split("x")[1] for key in table}:  # the excess is taken from one row, past it
+                rows = {int(key.split("x")[0]) for key in table if key.split("x")[1] == k}
+                if 1 not in rows or len(rows) < 2:
+                    raise ValueError("each width of the matmul row table needs one row and at least one more")
 
 
 # ----------------------------------------------------------------------------- fingerprint and cache

@@ -397,7 +397,7 @@ def step_cost(spec: ModelSpec, rows: Sequence[tuple[int, int] | tuple[int, int, 
 
 
 def _flat(cost: ForwardCost) -> list[int]:
-    return [cost.flops[k] for k in FLOP_PARTS] + [cost.bytes[k] for k in BYTE_PARTS]
+    return [cost.flops[k] for k in FLOP_PARTS] + [cost.bytes[k] for k in BYTE_PARTS] + [cost.row_flops]
 
 
 def _sum_decode(spec: ModelSpec, first: int, last: int, batch: int, kwargs: dict[str, Any]) -> list[int]:
@@ -407,7 +407,7 @@ def _sum_decode(spec: ModelSpec, first: int, last: int, batch: int, kwargs: dict
     growth at window - 1), so each affine piece sums in closed form: N f(a) + slope N(N-1)/2.
     This equals summing forward_cost step by step, without pricing every step at the final length.
     """
-    total = [0] * (len(FLOP_PARTS) + len(BYTE_PARTS))
+    total = [0] * (len(FLOP_PARTS) + len(BYTE_PARTS) + 1)
     if last < first:
         return total
     cuts = sorted({spec.sliding_window - 1} if spec.sliding_window is not None else set())
@@ -430,10 +430,12 @@ def _sum_decode(spec: ModelSpec, first: int, last: int, batch: int, kwargs: dict
 
 
 def _phase(values: list[int]) -> dict[str, Any]:
+    """_flat's vector (or a sum of them) as a phase's counts: FLOPs by part, bytes, and the matrix FLOPs
+    that scale with the tokens (`row_flops`, what a calibrated CPU prices by rows)."""
     flops = dict(zip(FLOP_PARTS, values[:len(FLOP_PARTS)], strict=True))
-    nb = dict(zip(BYTE_PARTS, values[len(FLOP_PARTS):], strict=True))
+    nb = dict(zip(BYTE_PARTS, values[len(FLOP_PARTS):len(FLOP_PARTS) + len(BYTE_PARTS)], strict=True))
     nb["total"] = sum(nb.values())
-    return {"flops": sum(flops.values()), "flops_by_part": flops, "bytes": nb}
+    return {"flops": sum(flops.values()), "flops_by_part": flops, "bytes": nb, "row_flops": values[-1]}
 
 
 def estimate(spec: ModelSpec, prompt_len: int, gen_len: int, batch: int = 1, dtype: str = "fp32",

@@ -145,7 +145,7 @@ def decode_time_s(pred: Predictor, decode: dict[str, Any], batch: int = 1) -> fl
     if steps == 0:
         return 0.0
     summed = {"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]}, "n_new": 1,
-              "batch": batch}
+              "batch": batch, "row_flops": decode.get("row_flops", 0)}
     extra_overheads = (steps - 1) * pred.coef["overhead"] * pred.overhead_s
     return pred.predict_s(summed, "decode") + extra_overheads
 

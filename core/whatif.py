@@ -311,10 +311,10 @@ def _generation_s(spec: ModelSpec, hardware: HardwareSpec, s: Scenario, pred: Pr
     ttft = _ttft_s(spec, hardware, s, pred, act_dt, s.cached_prefix)
     decode = est["decode"]
     summed = per_device({"bytes": decode["bytes"], "flops": {**decode["flops_by_part"], "total": decode["flops"]},
-                         "n_new": 1}, spec, s.tp)
+                         "n_new": 1, "row_flops": decode.get("row_flops", 0)}, spec, s.tp)
     parts = {k: v for k, v in summed["flops"].items() if k != "total"}
     decode_s = decode_time_s(pred, {**decode, "bytes": summed["bytes"], "flops": summed["flops"]["total"],
-                                    "flops_by_part": parts}, s.batch)
+                                    "flops_by_part": parts, "row_flops": summed["row_flops"]}, s.batch)
     decode_s += decode["steps"] * allreduce_s(spec, hardware, s.tp, s.batch, act_dt)
     return ttft, decode_s
 

@@ -87,6 +87,8 @@ def test_dict_round_trip(quick_cal):
     lambda d: d.pop("matmul_rows_s"),
     lambda d: d.update(matmul_rows_s={"fp32": {"16x576": 0.0}}),
     lambda d: d.update(matmul_rows_s={"fp32": {"sixteen": 1e-10}}),
+    lambda d: d.update(matmul_rows_s={"fp32": {"1x576": 1e-9}}),  # a width measured at one count only
+    lambda d: d.update(matmul_rows_s={"fp32": {"4x576": 1e-9, "16x576": 2e-9}}),  # no one-row baseline
 ])
 def test_from_dict_rejects_bad_entries(quick_cal, mutate):
     data = quick_cal.to_dict()

@@ -312,3 +312,21 @@ def test_curve_at_is_linear_between_points_and_along_the_last_segment_past_them(
     assert P.curve_at(curve, 1) == 0.0 and P.curve_at(curve, 0) == 0.0
     assert P.curve_at(curve, 2) == pytest.approx(1.0) and P.curve_at(curve, 10) == pytest.approx(4.5)
     assert P.curve_at(curve, 28) == pytest.approx(9.0)
+
+
+def test_a_whole_decodes_summed_cost_keeps_what_latent_attention_reexpands_every_step():
+    """core.cost.estimate sums the decode steps; the sum carries row_flops, so the FLOPs a latent
+    attention spends re-expanding its cache every step stay at peak in decode_time_s, as each step
+    alone prices them (a review found them priced at the one-row curve: free)."""
+    from core.cost import estimate
+    from core.deployment import decode_time_s
+
+    spec = load_model_preset("deepseek-v3")
+    pred = _with_curves(replace(_cpu_like(), n_layers=spec.n_layers))
+    pred = replace(pred, layer_curve=P.matmul_curve(P.layer_matrices(spec), lambda m, k: 1e-12 * (m > 1), [1, 4, 16]))
+    est = estimate(spec, 200, 4, 1, "bf16", mla_form="transformers")
+    assert est["decode"]["row_flops"] < est["decode"]["flops_by_part"]["attn_proj"] + est["decode"]["flops_by_part"]["mlp"]
+    steps = [forward_cost(spec, 1, c, 1, weight_dtype="bf16", lm_head_tokens=1, mla_form="transformers")
+             for c in range(200, 203)]
+    assert decode_time_s(pred, est["decode"]) == pytest.approx(
+        sum(pred.predict_s(c, "decode") for c in steps), rel=1e-6)
