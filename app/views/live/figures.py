@@ -406,7 +406,7 @@ BUDGET_PARTS = (("overhead", "fixed cost per forward and per layer", pal.GREY),
 # The step-budget chart's finding, read from the run so far (readings.beats_paper).
 _BUDGET_SUB = "<br><sub>bars: the prediction's parts; diamonds: measured</sub>"
 BUDGET_TITLES = {
-    "slower": "A decode step takes longer than its bytes ÷ bandwidth (dashed): fixed costs and arithmetic add to it"
+    "slower": "A decode step takes longer than its bytes ÷ bandwidth (dashed): the bars show what the latency model adds"
               + _BUDGET_SUB,
     "faster": "These decode steps beat bytes ÷ the calibrated bandwidth: that benchmark understates this "
               "machine" + _BUDGET_SUB,
