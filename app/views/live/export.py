@@ -6,7 +6,8 @@ nothing here. Downloads are offered only for a run that has ended (a live run is
 
 from __future__ import annotations
 
-import functools
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import streamlit as st
@@ -32,19 +33,44 @@ def file_text(trace: Trace, kind: str) -> str:
     return trace.to_json() if kind == "json" else trace_to_csv(trace)
 
 
+# A finished run's file texts, by (run id, events, kind): serialising a trace took about half of a full
+# pass of the live page, so each is built once per run, not once per pass. The buttons get the text
+# itself, not a callable: Streamlit keeps a file built on the click (its deferred download) mapped to no
+# session, so the end of every script run, a polling fragment's included, counts it orphaned and the
+# second deletes it. With the page polling every second (a model still loading, a comparison running)
+# a browser slow to fetch it met a 404 and no download: a flake of the save-and-reload test.
+_TEXTS: OrderedDict[tuple[int, int, str], str] = OrderedDict()
+_TEXTS_KEPT = 8
+_texts_lock = threading.Lock()
+
+
+def cached_text(run: Any, kind: str) -> str:
+    """file_text of a finished run, built once per run (the last _TEXTS_KEPT kept)."""
+    key = (int(run.id), len(run.events), kind)
+    with _texts_lock:
+        if key in _TEXTS:
+            _TEXTS.move_to_end(key)
+            return _TEXTS[key]
+    text = file_text(run.trace(), kind)
+    with _texts_lock:
+        _TEXTS[key] = text
+        while len(_TEXTS) > _TEXTS_KEPT:
+            _TEXTS.popitem(last=False)
+    return text
+
+
 def render(run: Any, key_prefix: str = "export") -> None:
-    """The two download buttons. Their files are built when clicked (Streamlit's deferred download),
-    not on every pass: serialising a run's trace took about half of each full pass of the live page."""
+    """The two download buttons, their files built once per run (cached_text says why not on the click)."""
     if not _finished(run):
         st.caption("Downloads appear here when a run has finished.")
         return
     c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="center")
     trace = run.trace()
-    c1.download_button("Save trace (JSON)", functools.partial(file_text, trace, "json"),
+    c1.download_button("Save trace (JSON)", cached_text(run, "json"),
                        file_name=trace_filename(trace, "json"), mime="application/json",
                        key=f"{key_prefix}_dl_json", on_click="ignore", icon=":material/download:",
                        help="Every step with measured and predicted figures; load it here later to replay it.")
-    c2.download_button("Per-step table (CSV)", functools.partial(file_text, trace, "csv"),
+    c2.download_button("Per-step table (CSV)", cached_text(run, "csv"),
                        file_name=trace_filename(trace, "csv"), mime="text/csv",
                        key=f"{key_prefix}_dl_csv", on_click="ignore", icon=":material/table:",
                        help="One row per forward pass; column names say measured, predicted or computed. "
