@@ -528,6 +528,20 @@ def _short_dtype(dtype: Any) -> str:
         return str(dtype)  # e.g. "int4": no table of its own, the caller gets the fp32 figures
 
 
+def _log_interp(pts: list[tuple[int, float]], k: int) -> float:
+    """A value over row widths at width `k`: linear in log(width) between the sorted points, clamped to
+    their ends (the GEMV table and the matmul row table are both measured at a few widths)."""
+    if k <= pts[0][0]:
+        return pts[0][1]
+    if k >= pts[-1][0]:
+        return pts[-1][1]
+    for (k0, v0), (k1, v1) in itertools.pairwise(pts):
+        if k0 <= k <= k1:
+            t = math.log(k / k0) / math.log(k1 / k0)
+            return v0 + t * (v1 - v0)
+    return pts[-1][1]  # unreachable: the loop covers the open interval
+
+
 def gemv_bandwidth(cal: Calibration, in_features: int, dtype: str = "fp32") -> float:
     """GEMV bytes/s for a layer with this row length, interpolated in log(K) over the measured table.
 
@@ -535,16 +549,7 @@ def gemv_bandwidth(cal: Calibration, in_features: int, dtype: str = "fp32") -> f
     """
     table = (cal.bandwidth_gemv_by_k_bytes_per_s.get(_short_dtype(dtype))
              or cal.bandwidth_gemv_by_k_bytes_per_s["fp32"])
-    pts = sorted((int(k), v) for k, v in table.items())
-    if in_features <= pts[0][0]:
-        return pts[0][1]
-    if in_features >= pts[-1][0]:
-        return pts[-1][1]
-    for (k0, v0), (k1, v1) in zip(pts, pts[1:], strict=False):
-        if k0 <= in_features <= k1:
-            t = math.log(in_features / k0) / math.log(k1 / k0)
-            return v0 + t * (v1 - v0)
-    return pts[-1][1]  # unreachable: the loop covers the open interval
+    return _log_interp(sorted((int(k), v) for k, v in table.items()), in_features)
 
 
 def matmul_excess_s(cal: Calibration, rows: float, in_features: int, dtype: str = "fp32") -> float:
@@ -559,28 +564,20 @@ def matmul_excess_s(cal: Calibration, rows: float, in_features: int, dtype: str 
     table = cal.matmul_rows_s.get(_short_dtype(dtype)) or cal.matmul_rows_s.get("fp32")
     if not table or rows <= 1:
         return 0.0
-    widths = sorted({int(key.split("x")[1]) for key in table})
+    by_width: dict[int, list[tuple[int, float]]] = {}
+    for key, v in table.items():
+        m, k = (int(x) for x in key.split("x"))
+        by_width.setdefault(k, []).append((m, v))
 
-    def at_width(k: int) -> float:
-        pts = sorted((int(key.split("x")[0]), v) for key, v in table.items() if int(key.split("x")[1]) == k)
-        base = pts[0][1]
-        if rows >= pts[-1][0]:
-            (m0, v0), (m1, v1) = pts[-2], pts[-1]
-            return max(0.0, v1 + (v1 - v0) / (m1 - m0) * (rows - m1) - base)
+    def at_width(pts: list[tuple[int, float]]) -> float:
+        pts.sort()
+        base = pts[0][1]  # the one-row time (Calibration._check requires it)
         for (m0, v0), (m1, v1) in itertools.pairwise(pts):
-            if m0 <= rows <= m1:
+            if rows <= m1 or (m1, v1) == pts[-1]:  # within a segment, or along the last one past it
                 return max(0.0, v0 + (v1 - v0) * (rows - m0) / (m1 - m0) - base)
-        return 0.0  # unreachable: rows lies between the first and last counts
+        return 0.0  # unreachable: _check requires two counts per width
 
-    if in_features <= widths[0] or len(widths) == 1:
-        return at_width(widths[0])
-    if in_features >= widths[-1]:
-        return at_width(widths[-1])
-    for k0, k1 in itertools.pairwise(widths):
-        if k0 <= in_features <= k1:
-            t = math.log(in_features / k0) / math.log(k1 / k0)
-            return at_width(k0) + t * (at_width(k1) - at_width(k0))
-    return at_width(widths[-1])  # unreachable: the loop covers the open interval
+    return _log_interp(sorted((k, at_width(pts)) for k, pts in by_width.items()), in_features)
 
 
 def overhead_s(cal: Calibration, layers: int, dtype: str = "fp32") -> float:
