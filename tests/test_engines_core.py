@@ -272,8 +272,8 @@ def test_an_engine_fit_tells_attention_over_the_cache_from_the_matrix_products(h
     for n in engine_fit.PREFILL_LENGTHS:
         forwards = engine_fit.prefill_forwards(spec, n, 256)
         samples.append((forwards, "prefill", sum(truth.predict_s(c, "prefill") for c in forwards)))
-    for b in engine_fit.DECODE_BATCHES:
-        cost = cost_for_event(spec, 1, 84, b, "bf16").to_dict()
+    for prompt, output, b in engine_fit.decode_probes():
+        cost = cost_for_event(spec, 1, prompt + output // 2, b, "bf16").to_dict()
         samples.append((cost, "decode", truth.predict_s(cost, "decode")))
     fitted = engine_fit.fit_engine(samples, SETTINGS["vllm-b256"])
     assert fitted.coef["attention"] == pytest.approx(0.8, rel=1e-3)
@@ -354,6 +354,45 @@ def test_a_decode_step_is_the_mean_over_the_steady_span_even_when_tokens_come_bu
     assert steady_step_s(times) == pytest.approx(0.025, rel=0.06)
     assert steady_step_s(times[: 2 * SKIP]) is None  # nothing steady left
     assert steady_step_s([0.5] * 30) is None
+
+
+def test_a_batch_probe_counts_its_steps_once_every_stream_decodes():
+    """Eight long prompts at a budget of 256: the first stream decodes while the others' prompt chunks
+    share its steps (0.2 s each here); only the steps after the last first token are the batch's own."""
+    from core.engines.fit import batch_step_s
+
+    streams = []
+    for k in range(8):
+        first = 0.2 * (3 * k + 3)  # three chunks per prompt, one prompt after another
+        ramp = [first + 0.2 * i for i in range(max(0, 21 - 3 * k))]  # its tokens during the later prompts
+        start = ramp[-1] + 0.2 if ramp else first
+        streams.append((ramp or [first]) + [start + 0.05 * (i + 1) for i in range(64 - len(ramp or [first]))])
+    assert batch_step_s(streams) == pytest.approx(0.05, rel=1e-6)
+    assert batch_step_s([[]]) is None
+
+
+def test_the_decode_probes_read_a_long_cache_as_well_as_a_short_one():
+    """The KV term is told from the weights and the per-stream costs only by a probe whose streams
+    read far more cache than the short ones: at least four times the largest short probe's positions."""
+    from core.engines import fit as engine_fit
+
+    probes = engine_fit.decode_probes()
+    read = [b * (prompt + output // 2) for prompt, output, b in probes]
+    short = [r for (prompt, _, _), r in zip(probes, read, strict=True) if prompt == engine_fit.DECODE_PROMPT]
+    assert len(short) == len(engine_fit.DECODE_BATCHES) and max(read) >= 4 * max(short)
+
+
+def test_the_engine_held_to_itself_takes_its_second_run_from_its_own_sending():
+    from core.engines.lab import against_itself
+
+    first = _run([RequestRecord(0, 10, 3, 0.0, 0.0, [0.1, 0.2, 0.3], done=True),
+                  RequestRecord(1, 10, 3, 0.5, 0.5, [1.0, 1.1, 1.2], done=True)])
+    # sent 0.02 s later, same timing for request 0; request 1's TTFT 0.6 s instead of 0.5
+    second = _run([RequestRecord(0, 10, 3, 0.0, 0.02, [0.12, 0.22, 0.32], done=True),
+                   RequestRecord(1, 10, 3, 0.5, 0.52, [1.12, 1.22, 1.32], done=True)])
+    errors = against_itself(first, second)
+    assert errors["ttft"]["median"] == pytest.approx(0.1) and errors["tpot"]["median"] == pytest.approx(0.0)
+    assert against_itself(first, first)["e2e"]["p90"] == pytest.approx(0.0)
 
 
 def test_a_probe_that_does_not_fit_itself_is_refused_in_words(host_calibrated_cache, monkeypatch):
@@ -474,8 +513,8 @@ def test_the_per_request_cost_is_told_apart_from_a_forwards_fixed_cost(host_cali
     for n in engine_fit.PREFILL_LENGTHS:
         forwards = engine_fit.prefill_forwards(spec, n, setting.budget)
         samples.append((forwards, "prefill", sum(true.predict_s(f, "prefill") for f in forwards) + cost_s))
-    for b in engine_fit.DECODE_BATCHES:
-        c = cost_for_event(spec, 1, 84, b, "bf16").to_dict()
+    for prompt, output, b in engine_fit.decode_probes():
+        c = cost_for_event(spec, 1, prompt + output // 2, b, "bf16").to_dict()
         samples.append((c, "decode", true.predict_s(c, "decode")))
     from core.engines.request_cost import fit_with_request_cost, simulated_ttfts
 

@@ -252,8 +252,9 @@ def _conversation_summary(convs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def cmd_bench(args) -> int:
-    """engine-bench: start each setting, calibrate, play the stall and poisson workloads REPEATS
-    times, report medians and spreads of the simulator's errors; TPOT of runner and engine."""
+    """engine-bench: start each setting; REPEATS times calibrate, then play the queueing workload
+    (twice: the second play holds the engine to itself), the stall and the poisson workloads; report
+    medians and spreads of the simulator's errors; TPOT of runner and engine."""
     _exit_on_sigterm()
     _host_calibrated()
     from core.engines import experiments
@@ -280,25 +281,30 @@ def cmd_bench(args) -> int:
             continue
         with started(setting, progress=_say) as live:
             start_s = time.perf_counter() - t_start
-            _say(0.2, f"{name}: calibrating")
-            fit_entry = experiments.calibrate(live)
-            stalls, pois, queues = [], [], []
+            stalls, pois, queues, coefs = [], [], [], []
             for k in range(REPEATS):
+                # each repeat on a fit made just before it: on a shared machine the engine's speed
+                # drifts within minutes, which a fit made once carries into every later play as error
+                _say(0.2 + 0.2 * k, f"{name}: repeat {k + 1} of {REPEATS}: calibrating")
+                fit_entry = experiments.calibrate(live)
+                coefs.append(fit_entry["coef"])
                 _say(0.3 + 0.2 * k, f"{name}: repeat {k + 1} of {REPEATS}")
+                queues.append(experiments.queueing(live, seed=k, again=True))
                 stalls.append(experiments.stall(live, seed=k)["comparison"])
                 pois.append(experiments.poisson(live, seed=k)["comparison"])
-                queues.append(experiments.queueing(live, seed=k))
             if kind_of(setting.engine).tpot_experiment and tpot_engine is None:
                 tpot_engine = engine_tpot(live, prompt_ids)
         row = {"setting": name, "label": setting.label, "engine_version": live.version, "start_s": start_s,
-               "fit": {k: v for k, v in fit_entry.items() if k != "samples"}}
+               "fit": {k: v for k, v in fit_entry.items() if k != "samples"}, "repeat_coefs": coefs}
         for key in ("ttft_error_median", "itl_error_median"):
             row[key] = _median_spread([c[key] for c in pois])
             row["stall_workload_" + key] = _median_spread([c[key] for c in stalls])
         for key in ("stall_measured_s", "stall_simulated_s", "stall_error"):
             row[key] = _median_spread([c[key] for c in stalls])
         # past saturation: each request's error, median and p90 per repeat, then their median and spread
-        row["queueing"] = {f"{metric}_error_{q}": _median_spread([r["errors"][metric][q] for r in queues])
+        # and the engine against itself (the same requests played twice): the floor under those errors
+        row["queueing"] = {f"{who}{metric}_error_{q}": _median_spread([r[key][metric][q] for r in queues])
+                           for who, key in (("", "errors"), ("engine_self_", "engine_self"))
                            for metric in ("ttft", "tpot", "e2e") for q in ("median", "p90")}
         row["queueing"]["requests"] = [r["requests"] for r in queues]
         row["queueing"]["peak_waiting"] = [r["peak_waiting"] for r in queues]

@@ -24,6 +24,7 @@ from core.engines.lab import (
     Comparison,
     QueueWorkload,
     StallWorkload,
+    against_itself,
     compare,
     per_request_errors,
     simulate_run,
@@ -89,17 +90,26 @@ def stall(engine: LiveEngine, workload: StallWorkload | None = None, seed: int =
             "simulated": {str(k): v for k, v in sim.items()}, "comparison": comparison.to_dict()}
 
 
-def queueing(engine: LiveEngine, workload: QueueWorkload | None = None, seed: int = 0) -> dict[str, Any]:
+def queueing(engine: LiveEngine, workload: QueueWorkload | None = None, seed: int = 0,
+             again: bool = False) -> dict[str, Any]:
     """Traffic past saturation (lab.QueueWorkload): the engine queues what its sequence cap and KV
     space cannot run; the simulator, with the engine's fit and limits, is held to every request's
-    TTFT, TPOT and E2E (lab.per_request_errors)."""
+    TTFT, TPOT and E2E (lab.per_request_errors). `again`: the same requests played once more right
+    after, and the engine held to itself the same way (`engine_self`, lab.against_itself)."""
     requests, roles = (workload or QueueWorkload()).requests(seed)
-    run = play(engine.client, requests, new_run(engine, "queueing workload"), roles, seed=seed + 500,
-               metrics_url=engine.base_url, timeout_s=600)
+
+    def played():
+        return play(engine.client, requests, new_run(engine, "queueing workload"), roles, seed=seed + 500,
+                    metrics_url=engine.base_url, timeout_s=600)
+
+    run = played()
     sim, _ = simulate_run(run, engine.setting.name, int(run.settings["budget"]), int(run.settings["max_seqs"]))
     waiting = [m["values"].get("vllm:num_requests_waiting", 0.0) for m in run.metrics]
-    return {"setting": engine.setting.name, "requests": len(requests), "errors": per_request_errors(run, sim),
-            "peak_waiting": max(waiting, default=None)}
+    out = {"setting": engine.setting.name, "requests": len(requests), "errors": per_request_errors(run, sim),
+           "peak_waiting": max(waiting, default=None)}
+    if again:
+        out["engine_self"] = against_itself(run, played())
+    return out
 
 
 def conversations(engine: LiveEngine, workload: ConversationWorkload | None = None, seed: int = 0) -> dict[str, Any]:

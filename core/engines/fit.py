@@ -1,14 +1,14 @@
 """The simulator calibrated to a real engine: a short probe, the same predictor, the same terms.
 
 No second cost model: the probe measures the engine's forwards as the client sees them (a prefill
-alone, as the TTFT of a one-token request; decode steps at a few batch sizes, as the steady gaps
-between tokens of that many concurrent streams), prices each with core.cost, and fits the host
-predictor's coefficients to them with core.predictor.fit, plus the fixed extra of a forward that
-carries a prompt and the extra of attention over the cache (terms the host fit keeps at 0, see
-ENGINE_TERMS). One more difference:
-an engine's fixed cost per iteration (scheduler, sampler, detokeniser, HTTP) is its own, not the
-project's runner's, so the runner's measured overhead is not added; that constant is folded into
-the weight-stream (memory) term, which is also the same for every step of one model.
+alone, as the TTFT of a one-token request; decode steps at a few batch sizes and one over a long
+cache, as the steady gaps between tokens of that many concurrent streams), prices each with
+core.cost, and fits the host predictor's coefficients to them with core.predictor.fit, plus the
+fixed extra of a forward that carries a prompt and the extra of attention over the cache (terms
+the host fit keeps at 0, see ENGINE_TERMS). One more difference: an engine's fixed cost per
+iteration (scheduler, sampler, detokeniser, HTTP) is its own, not the project's runner's, so the
+runner's measured overhead is not added; that constant is folded into the weight-stream (memory)
+term, which is also the same for every step of one model.
 
 The fit is saved under the setting's name (e.g. "vllm-b256"), which `simulate --hardware` accepts.
 """
@@ -45,6 +45,14 @@ ENGINE_TERMS = ("memory", "kv", "compute", "prefill_extra", "attention")
 PREFILL_LENGTHS = (32, 256, 768, 1536)
 DECODE_BATCHES = (1, 4, 8, 16)
 DECODE_PROMPT, DECODE_OUTPUT, SKIP = 64, 40, 6  # gaps before SKIP and in the last SKIP tokens are ramps
+# One decode probe over a long cache. The short ones all read 84 cached positions per stream, so the
+# cache a step reads (the KV term) differs between them only with the batch size, which per-stream
+# costs follow too, and a little noise moved the fitted KV term anywhere; a queue's decode steps
+# (sixteen streams over hundreds of positions each) are priced mostly by it. Eight streams over ~800
+# positions read five times the cache of the largest short probe. Its output is longer: the steady
+# steps begin once every stream has its first token (eight 768-token prompts take 24 iterations at a
+# budget of 256).
+LONG_DECODE_PROMPT, LONG_DECODE_OUTPUT, LONG_DECODE_BATCH = 768, 64, 8
 # Prompts sent at once, to separate a per-request cost outside the forwards (HTTP, tokenizing, one
 # request at a time in the engine's front end) from a forward's own fixed cost: one prompt pays both
 # once; k prompts sent together pay the forward's once and the front end's k times.
@@ -77,7 +85,7 @@ def prefill_forwards(spec: ModelSpec, n: int, budget: int, dtype: str = DEFAULT_
 def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7,
           dtype: str = DEFAULT_DTYPE) -> list[tuple[dict | list[dict], str, float]]:
     """(cost, phase, measured seconds) of prefills alone (priced as the chunks `budget` makes of
-    them) and of decode steps at DECODE_BATCHES. One short request first, unmeasured: the first
+    them) and of decode steps (decode_probes). One short request first, unmeasured: the first
     request after a quiet spell ran 30 ms slower than the next ones."""
     from core.predictor import cost_for_event
 
@@ -93,15 +101,31 @@ def probe(client: EngineClient, budget: int, repeats: int = 2, seed: int = 7,
             if ttft is not None:
                 forwards = prefill_forwards(spec, n, budget, dtype)
                 samples.append((forwards if len(forwards) > 1 else forwards[0], "prefill", ttft))
-        for b in DECODE_BATCHES:
-            requests = [Request(rid + k, 0.0, DECODE_PROMPT, DECODE_OUTPUT) for k in range(b)]
+        for prompt, output, b in decode_probes():
+            requests = [Request(rid + k, 0.0, prompt, output) for k in range(b)]
             rid += b
             run = play(client, requests, _probe_run(), seed=seed + rid + 1000 * rep, timeout_s=300)
-            steps = [step for r in run.requests if not r.error and (step := steady_step_s(r.token_s)) is not None]
-            if steps:
-                cached = DECODE_PROMPT + DECODE_OUTPUT // 2
-                samples.append((cost_for_event(spec, 1, cached, b, dtype).to_dict(), "decode", median(steps)))
+            step = batch_step_s([r.token_s for r in run.requests if not r.error and r.token_s])
+            if step is not None:
+                cached = prompt + output // 2
+                samples.append((cost_for_event(spec, 1, cached, b, dtype).to_dict(), "decode", step))
     return samples
+
+
+def batch_step_s(streams: list[list[float]]) -> float | None:
+    """The decode step of streams sent together: the median over streams of steady_step_s, counted
+    from the moment every stream has its first token (before it, other streams' prompt chunks share
+    the steps)."""
+    after = max((t[0] for t in streams if t), default=0.0)
+    steps = [step for t in streams if (step := steady_step_s([x for x in t if x >= after])) is not None]
+    return median(steps) if steps else None
+
+
+def decode_probes() -> list[tuple[int, int, int]]:
+    """(prompt, output, streams) of each decode probe: the short ones at DECODE_BATCHES, then the
+    long-cache one."""
+    return [(DECODE_PROMPT, DECODE_OUTPUT, b) for b in DECODE_BATCHES] + \
+        [(LONG_DECODE_PROMPT, LONG_DECODE_OUTPUT, LONG_DECODE_BATCH)]
 
 
 def probe_concurrent(client: EngineClient, repeats: int = 2, seed: int = 11) -> list[tuple[int, list[float]]]:

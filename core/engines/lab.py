@@ -111,6 +111,17 @@ def per_request_errors(run: EngineRun, sim_token_s: dict[int, list[float]]) -> d
     return out
 
 
+def against_itself(first: EngineRun, second: EngineRun) -> dict[str, dict[str, float | None]]:
+    """per_request_errors with a second measured run of the same requests in the simulator's place
+    (each of its token times moved by the gap between the two sendings): how far the engine is from
+    itself, the floor under any simulator's errors on the machine it ran on."""
+    _, sent_first = measured_timelines(first)
+    _, sent_second = measured_timelines(second)
+    shifted = {r.id: [t - sent_second[r.id] + sent_first[r.id] for t in r.token_s]
+               for r in second.requests if not r.error and r.id in sent_first}
+    return per_request_errors(first, shifted)
+
+
 def as_requests(run: EngineRun) -> list[Request]:
     """The measured run's requests as the simulator takes them: arriving when they were really sent."""
     out = []

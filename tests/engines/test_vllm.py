@@ -103,7 +103,10 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm, vllm_prob
     assert entry["engine"] == "vllm" and entry["budget"] == 2048
     phases = [s["phase"] for s in entry["samples"]]
     assert phases.count("prefill") == PROBE_REPEATS * len(engine_fit.PREFILL_LENGTHS)
-    assert phases.count("decode") == PROBE_REPEATS * len(engine_fit.DECODE_BATCHES)
+    assert phases.count("decode") == PROBE_REPEATS * len(engine_fit.decode_probes())
+    longest = max((s for s in entry["samples"] if s["phase"] == "decode"), key=lambda s: s["n_cached"] * s["batch"])
+    cached = engine_fit.LONG_DECODE_PROMPT + engine_fit.LONG_DECODE_OUTPUT // 2
+    assert (longest["n_cached"], longest["batch"]) == (cached, engine_fit.LONG_DECODE_BATCH)  # the long-cache probe
     assert all(s["measured_s"] > 0 and s["predicted_s"] > 0 for s in entry["samples"])
     # its limits come with it: the KV capacity and block size as the engine publishes them, the cost
     # a request pays outside the forwards (fitted on prompts sent together), the running-sequence cap
@@ -119,6 +122,27 @@ def test_the_probe_fit_prices_the_same_requests_in_the_simulator(vllm, vllm_prob
     c = result["comparison"]
     for key in ("ttft_error_median", "itl_error_median", "stall_measured_s", "stall_simulated_s", "stall_error"):
         assert c[key] is not None and math.isfinite(c[key]) and c[key] >= 0, key
+
+
+def test_the_queueing_experiment_holds_the_simulator_and_the_engine_itself_to_every_request(vllm, vllm_probe):
+    """A small burst past the engine's sequence cap, played twice (`again`): the simulator's errors and
+    the engine's against itself (its second play), each over every request, with the queue scraped."""
+    from core.engines import experiments
+    from core.engines.fit import engine_predictor
+    from core.engines.lab import QueueWorkload
+
+    if engine_predictor("vllm-b2048", bundled=False) is None:
+        experiments.fit_samples(vllm, vllm_probe)
+    work = QueueWorkload(steady_rate=2.0, steady_s=1.0, burst_rate=24.0, burst_s=1.0, prompt_median=64.0,
+                         output_median=12.0, long_prompts=1, long_prompt=600, long_output=8)
+    out = experiments.queueing(vllm, work, seed=3, again=True)
+    assert out["requests"] == len(work.requests(3)[0]) > vllm.setting.max_seqs
+    for key in ("errors", "engine_self"):
+        for metric in ("ttft", "tpot", "e2e"):
+            e = out[key][metric]
+            assert e["requests"] == out["requests"], (key, metric)
+            assert all(math.isfinite(e[q]) and e[q] >= 0 for q in ("median", "p90")), (key, metric)
+    assert out["peak_waiting"] is not None  # the engine's queue was read from its /metrics
 
 
 def test_an_arrival_file_is_played_on_its_times_and_simulated_on_the_same_requests(vllm, vllm_probe):
