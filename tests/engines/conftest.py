@@ -62,7 +62,7 @@ PROBE_REPEATS = 2  # as the page's and the CLI's calibration (core.engines.exper
 def vllm_probe(vllm) -> tuple:
     """The engine's probe (core.engines.experiments.probe: its forwards and its concurrent prompts),
     measured once per session while no page or browser shares the cores with it, and fitted by each
-    test under the name it needs (experiments.fit_samples): probing takes about half a minute a time."""
+    test under the name it needs (experiments.fit_samples): probing takes about a minute a time."""
     from core.engines import experiments
 
     return experiments.probe(vllm, repeats=PROBE_REPEATS)

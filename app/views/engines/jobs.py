@@ -212,7 +212,7 @@ class StallRunJob(Job):
 
 
 class CalibrateJob(Job):
-    """The probe that fits the simulator to one engine (about 30-60 s of requests), saved under the
+    """The probe that fits the simulator to one engine (about a minute of requests), saved under the
     endpoint's name; then, when given a finished run, the simulation of that run with the new fit.
     Never abandoned: the fit serves every reader of this engine."""
 
@@ -233,7 +233,8 @@ class CalibrateJob(Job):
         client = lab_client(self.endpoint)
         try:
             live = live_engine(self.endpoint, client)
-            self.progress = "probing the engine: prefills alone, then decode steps at 1, 4, 8 and 16 streams"
+            self.progress = ("probing the engine: prefills alone, then decode steps at 1, 4, 8 and 16 streams, "
+                             "then 8 over a long cache")
             self.entry = experiments.calibrate(live)
         except EngineError as exc:
             self.failure = str(exc)

@@ -22,7 +22,8 @@ from app.views.engines.text import LIVE_HOW
 from core.engines.endpoints import Endpoint
 
 POLL_S = 0.5
-PROBE_TEXT = "a probe of about 30-60 s: prefills alone, then decode steps at 1 to 16 streams"
+PROBE_TEXT = ("a probe of about a minute: prefills alone, then decode steps at 1 to 16 streams and at 8 "
+              "streams over a long cache")
 
 
 def _start(endpoint: Endpoint) -> None:
@@ -120,7 +121,7 @@ def _calibration(endpoint: Endpoint | None, cal_job: CalibrateJob | None) -> Non
         else:
             elapsed = time.monotonic() - (cal_job.started or time.monotonic())
             st.info(f"Calibrating the simulator to {plain(cal_job.endpoint.label)}: "
-                    f"{cal_job.progress or 'checking the engine'} ({elapsed:.0f} s so far; it usually takes 30-60 s).")
+                    f"{cal_job.progress or 'checking the engine'} ({elapsed:.0f} s so far; it usually takes about a minute).")
         return
     if cal_job is not None and (cal_job.failure or cal_job.error):
         st.error(f"The calibration failed: {plain(_hide(cal_job.failure or cal_job.error or '', cal_job.endpoint))}")
