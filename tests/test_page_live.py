@@ -74,7 +74,7 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
     # five flake-check rounds saw none), so the count is reported, not demanded.
     # The same sampler records where each chart's plot sits below its title block: titles and notes
     # are HTML above the plot, and a line that appears mid-run would push the plot down (a jump).
-    page.evaluate("""() => { const t = window.pdLab.test; t.fade = {seen: 0, min: 1, plotTop: {}};
+    page.evaluate("""() => { const t = window.pdLab.test; t.fade = {seen: 0, min: 1, plotTop: {}, above: {}};
         t.fadeTimer = setInterval(() => {
             for (const el of document.querySelectorAll('.st-key-pd_live [data-stale="true"]')) {
                 t.fade.seen++;
@@ -85,14 +85,20 @@ def test_live_run_draws_every_step_and_the_grid_ends_at_kv_seq_len(app_server, t
                 if (!plot || !plot.querySelector('.main-svg')) continue;
                 const top = Math.round(plot.getBoundingClientRect().top - chart.getBoundingClientRect().top);
                 const seen = (t.fade.plotTop[chart.dataset.chart] ||= []);
-                if (!seen.includes(top)) seen.push(top);
+                if (!seen.includes(top)) {
+                    seen.push(top);  // and what stood above the plot then, to name the line that moved it
+                    const above = [...chart.children].filter((el) => el.compareDocumentPosition(plot) & 4);
+                    (t.fade.above[chart.dataset.chart] ||= []).push(above.map((el) => el.hidden ? '' : el.innerText));
+                }
             }
         }, 20); }""")
     state = _wait_drawn(page)
     fade = page.evaluate("clearInterval(window.pdLab.test.fadeTimer), window.pdLab.test.fade")
     assert fade["min"] == 1, fade
     assert {"kv", "latency"} <= set(fade["plotTop"]), fade["plotTop"]
-    assert all(len(tops) == 1 for tops in fade["plotTop"].values()), fade["plotTop"]
+    moved = {name: list(zip(tops, fade["above"][name], strict=True))
+             for name, tops in fade["plotTop"].items() if len(tops) > 1}
+    assert not moved, moved  # each chart: its plot's offsets, with the title, subtitle and notes above it then
     n = state["available"]
     assert state["status"] == "done" and n >= 2
     assert state["kvColumns"] == state["prompt"] + n - 1  # the last token is produced but not cached

@@ -357,7 +357,9 @@ def roofline_base(ctx: RunContext) -> dict[str, Any]:
     title = ROOFLINE_TITLES["short"]
     if not c.bandwidth:
         title += " (machine not calibrated: no roof)"
-    layout = pal.base_layout(title, height=400, annotations=notes)
+    # the title changes with the run's reading (roofline_patch): the chart keeps room for the longest
+    layout = pal.base_layout(title, height=400, annotations=notes,
+                             meta={"titles": list(ROOFLINE_TITLES.values()) if c.bandwidth else [title]})
     y_top = math.log10((c.peak_flops or 1e11) * 3 / GIGA)
     layout["xaxis"] = {"type": "log", "title": {"text": "arithmetic intensity (FLOPs per byte moved)"},
                        "range": [math.log10(0.05), math.log10(5000)], **pal.decade_ticks(0.1, 1000)}
@@ -425,8 +427,8 @@ def budget_base(ctx: RunContext) -> dict[str, Any]:
                  "line": {"color": pal.PURPLE, "width": 3, "dash": "dash"},
                  "hovertemplate": "step %{x}: %{y:.1f} ms if the step only moved its bytes at the "
                                   "calibrated bandwidth<extra></extra>"})
-    layout = pal.base_layout(BUDGET_TITLES["slower"], height=380,
-                             barmode="stack", bargap=0.15, meta={"notes_row": True})
+    layout = pal.base_layout(BUDGET_TITLES["slower"], height=380, barmode="stack", bargap=0.15,
+                             meta={"notes_row": True, "titles": list(BUDGET_TITLES.values())})
     layout["margin"] = {**layout["margin"], "t": 95}  # the two-line title, then the KV note
     layout["xaxis"] = {"title": {"text": "decode step"}, "range": [0.3, max(ctx.max_new_tokens, 2) - 0.3]}
     layout["yaxis"] = {"title": {"text": "ms per step"}, "rangemode": "tozero", "nticks": 8}

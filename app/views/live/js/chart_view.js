@@ -165,6 +165,7 @@ class ChartView {
   // screen reader. The plot keeps its height.
   lift(layout) {
     const title = String((layout.title && layout.title.text) || "").split(/<br\s*\/?>/i);
+    this.reserveTitle(layout.meta && layout.meta.titles, plainText(title[0]));
     setText(this.titleEl, plainText(title[0]));
     setText(this.subEl, plainText(title.slice(1).join(" ")));
     const notes = layout.annotations || [];
@@ -179,6 +180,25 @@ class ChartView {
     layout.title = { text: "" };
     layout.showlegend = false;
     this.renderLegend();
+  }
+
+  // `titles`: every title the figure may take during its run (layout.meta.titles), when its finding
+  // is read from the steps so far and may change mid-run. The title keeps the height of the tallest
+  // at this width, so a longer one wrapping onto a second line does not push the plot down.
+  reserveTitle(titles, current) {
+    const width = this.root.clientWidth;
+    const key = titles && width ? width + "|" + titles.join("|") : null;
+    if (key === this.titleRoomKey) return;
+    this.titleRoomKey = key;
+    this.titleEl.style.minHeight = "";
+    if (!key) return;
+    let tallest = 0;
+    for (const t of titles) {
+      setText(this.titleEl, plainText(t));
+      tallest = Math.max(tallest, this.titleEl.getBoundingClientRect().height);
+    }
+    setText(this.titleEl, current);
+    this.titleEl.style.minHeight = Math.ceil(tallest) + "px";
   }
 
   // `keepRow`: the figure asks for the notes row even while it has no notes (layout.meta.notes_row),
