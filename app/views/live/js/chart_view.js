@@ -186,7 +186,7 @@ class ChartView {
   // is read from the steps so far and may change mid-run. The title keeps the height of the tallest
   // at this width, so a longer one wrapping onto a second line does not push the plot down.
   reserveTitle(titles, current) {
-    const width = this.root.clientWidth;
+    const width = this.width; // kept by mount's ResizeObserver: no layout read on every redraw
     const key = titles && width ? width + "|" + titles.join("|") : null;
     if (key === this.titleRoomKey) return;
     this.titleRoomKey = key;
